@@ -1,0 +1,108 @@
+package scheduler
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/openfaas/faas-provider/types"
+)
+
+// OpenFaaS scaling labels; faas-gpu reads them from labels, as the gateway
+// does, and from annotations.
+const (
+	LabelScaleMin          = "com.openfaas.scale.min"
+	LabelScaleMax          = "com.openfaas.scale.max"
+	LabelScaleZero         = "com.openfaas.scale.zero"
+	LabelScaleZeroDuration = "com.openfaas.scale.zero-duration"
+)
+
+// Scale defaults, as DESIGN.md gives them.
+const (
+	DefaultMinReplicas  = 1
+	DefaultMaxReplicas  = 20
+	DefaultZeroDuration = 15 * time.Minute
+)
+
+// ScalePolicy bounds the replicas of one function.
+type ScalePolicy struct {
+	Min          int           `json:"min"`
+	Max          int           `json:"max"`
+	Zero         bool          `json:"zero"`
+	ZeroDuration time.Duration `json:"zeroDuration"`
+}
+
+// ParseScalePolicy reads the com.openfaas.scale.* keys from labels, then
+// from annotations, which win when both are set.
+func ParseScalePolicy(labels, annotations map[string]string) (ScalePolicy, error) {
+	p := ScalePolicy{Min: DefaultMinReplicas, Max: DefaultMaxReplicas, ZeroDuration: DefaultZeroDuration}
+	get := func(k string) (string, string, bool) {
+		if v, ok := annotations[k]; ok {
+			return v, "annotations." + k, true
+		}
+		if v, ok := labels[k]; ok {
+			return v, "labels." + k, true
+		}
+		return "", "", false
+	}
+	if v, field, ok := get(LabelScaleMin); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return ScalePolicy{}, &gpu.FieldError{Field: field, Reason: fmt.Sprintf("%q must be a whole number, 0 or more", v)}
+		}
+		p.Min = n
+	}
+	if v, field, ok := get(LabelScaleMax); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return ScalePolicy{}, &gpu.FieldError{Field: field, Reason: fmt.Sprintf("%q must be a whole number, 1 or more", v)}
+		}
+		p.Max = n
+	}
+	if p.Min > p.Max {
+		return ScalePolicy{}, &gpu.FieldError{Field: LabelScaleMin, Reason: fmt.Sprintf("min %d is above max %d", p.Min, p.Max)}
+	}
+	if v, field, ok := get(LabelScaleZero); ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return ScalePolicy{}, &gpu.FieldError{Field: field, Reason: fmt.Sprintf("%q must be true or false", v)}
+		}
+		p.Zero = b
+	}
+	if v, field, ok := get(LabelScaleZeroDuration); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			return ScalePolicy{}, &gpu.FieldError{Field: field, Reason: fmt.Sprintf("%q must be a positive duration such as 15m", v)}
+		}
+		p.ZeroDuration = d
+	}
+	return p, nil
+}
+
+// InitialReplicas is how many replicas a new function starts with.
+func (p ScalePolicy) InitialReplicas() int { return max(p.Min, 1) }
+
+// Clamp keeps a requested replica count inside the policy; 0 stays 0 so an
+// idler can scale a function down to nothing.
+func (p ScalePolicy) Clamp(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return min(max(n, p.Min), p.Max)
+}
+
+// Function is a validated deployment: the OpenFaaS request plus what faas-gpu
+// parsed from it.
+type Function struct {
+	Deployment types.FunctionDeployment `json:"deployment"`
+	GPU        gpu.Request              `json:"gpu"`
+	Scale      ScalePolicy              `json:"scale"`
+}
+
+// Name is the function's name.
+func (f Function) Name() string { return f.Deployment.Service }
+
+// Namespace is the function's namespace.
+func (f Function) Namespace() string { return f.Deployment.Namespace }
