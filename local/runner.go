@@ -1,0 +1,51 @@
+// Package local is the embedded backend: it runs replicas on this machine as
+// local processes or emulated GPU workers, with no cluster.
+package local
+
+import (
+	"context"
+	"time"
+)
+
+// ReplicaSpec is everything needed to run one replica.
+type ReplicaSpec struct {
+	ID        string // instance name, shown in logs and /system/gpus
+	Function  string
+	Namespace string
+	// Process is the function's fprocess; empty means an emulated worker.
+	Process string
+	// HTTPMode is of-watchdog's mode=http: Process is a long-running server
+	// given a port to listen on. Otherwise each request runs Process once,
+	// body on stdin, response from stdout (the classic watchdog).
+	HTTPMode bool
+	// Env is KEY=VALUE: the function's env vars, the placement
+	// (NVIDIA_VISIBLE_DEVICES, CUDA_MPS_*) and secret_mount_path.
+	Env []string
+	// WorkDir is a directory owned by this replica (it exists); processes
+	// run in it.
+	WorkDir   string
+	Emulation Emulation
+}
+
+// Emulation is how an emulated replica behaves.
+type Emulation struct {
+	Latency  time.Duration // per request, at the replica's slice
+	LoadTime time.Duration // model load, paid by the first request
+	Model    string
+}
+
+// LogSink receives one line of a replica's output.
+type LogSink func(instance, text string)
+
+// runner runs one replica and serves it on a loopback URL.
+type runner interface {
+	// Start launches the replica and returns without waiting for it to be
+	// ready.
+	Start() error
+	// URL is the replica's base URL (http://127.0.0.1:PORT), set by Start.
+	URL() string
+	// Ready is true while the replica answers requests.
+	Ready() bool
+	// Stop ends the replica and waits for it to exit.
+	Stop(ctx context.Context) error
+}
