@@ -1,0 +1,127 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/gorilla/mux"
+	"go.uber.org/zap"
+)
+
+// ReplicaResolver lists a function's ready replicas; an unknown function is
+// an error wrapping fs.ErrNotExist.
+type ReplicaResolver interface {
+	ReadyEndpoints(namespace, name string) ([]scheduler.Endpoint, error)
+}
+
+// HeaderReplica names the replica that served a request, so clients and
+// tests can see the routing.
+const HeaderReplica = "X-Faas-Gpu-Replica"
+
+const internalHeader = "X-OpenFaaS-Internal"
+
+type proxyTarget struct {
+	url      *url.URL
+	path     string
+	endpoint scheduler.Endpoint
+}
+
+type proxyTargetKey struct{}
+
+// MakeProxyHandler serves /function/{name}[.{namespace}][/{params}]. It is
+// faas-gpu's own reverse proxy rather than faas-provider's: it streams
+// bodies both ways, routes to the ready replica with the fewest requests in
+// flight, and gives long GPU jobs the whole timeout instead of 10 s.
+func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, timeout time.Duration, log *zap.Logger) http.HandlerFunc {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
+			pr.Out.URL.Scheme = t.url.Scheme
+			pr.Out.URL.Host = t.url.Host
+			pr.Out.URL.Path = t.path
+			pr.Out.URL.RawPath = ""
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 1024,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			t := resp.Request.Context().Value(proxyTargetKey{}).(*proxyTarget)
+			if resp.Header.Get(HeaderReplica) == "" {
+				resp.Header.Set(HeaderReplica, t.endpoint.ID)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			t := r.Context().Value(proxyTargetKey{}).(*proxyTarget)
+			w.Header().Set(internalHeader, "proxy")
+			code := http.StatusBadGateway
+			msg := "Can't reach service for: " + t.endpoint.ID + "."
+			if errors.Is(err, context.DeadlineExceeded) {
+				code, msg = http.StatusGatewayTimeout, "Function timed out after "+timeout.String()+"."
+			} else if errors.Is(err, context.Canceled) {
+				return // the client went away; nobody reads an answer
+			}
+			log.Warn("proxy error", zap.String("replica", t.endpoint.ID), zap.Error(err))
+			http.Error(w, msg, code)
+		},
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		vars := mux.Vars(r)
+		name, ns := splitFunctionName(vars["name"])
+		if ns == "" {
+			ns = DefaultNamespace
+		}
+		if name == "" {
+			w.Header().Set(internalHeader, "proxy")
+			http.Error(w, "Provide function name in the request path", http.StatusBadRequest)
+			return
+		}
+		eps, err := resolver.ReadyEndpoints(ns, name)
+		if err != nil {
+			w.Header().Set(internalHeader, "proxy")
+			if errors.Is(err, fs.ErrNotExist) {
+				http.Error(w, "function "+name+"."+ns+" not found", http.StatusNotFound)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cands := make([]scheduler.Candidate, len(eps))
+		for i, ep := range eps {
+			cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load()}
+		}
+		pick := scheduler.LeastOutstanding(cands)
+		if pick < 0 {
+			w.Header().Set(internalHeader, "proxy")
+			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
+			return
+		}
+		ep := eps[pick]
+		base, err := url.Parse(ep.URL)
+		if err != nil {
+			http.Error(w, "bad replica URL: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		path := strings.TrimSuffix(base.Path, "/") + "/" + vars["params"]
+		ep.InFlight.Add(1)
+		defer ep.InFlight.Add(-1)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep})
+		inv.Add(ns, name)
+		rp.ServeHTTP(w, r.WithContext(ctx))
+	}
+}

@@ -1,0 +1,269 @@
+// Command faas-gpu is an OpenFaaS provider that places deep-learning
+// inference functions on shared GPUs. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/handlers"
+	"github.com/faas-gpu/faas-gpu/local"
+	bootstrap "github.com/openfaas/faas-provider"
+	"github.com/openfaas/faas-provider/auth"
+	"github.com/openfaas/faas-provider/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Set with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+const usage = `faas-gpu: an OpenFaaS provider for deep-learning inference on shared GPUs.
+
+Usage:
+  faas-gpu [serve] [flags]   run the provider (the default verb)
+  faas-gpu version           print the version
+  faas-gpu help              print this help
+
+Environment (the OpenFaaS provider's names):
+  port                TCP port of the provider API (default 8080; use 8081 beside a gateway on 8080)
+  basic_auth          "true" protects /system/* with the credentials below
+  secret_mount_path   folder holding basic-auth-user and basic-auth-password (default /run/secrets/)
+  read_timeout        HTTP read timeout and invocation timeout, seconds or a Go duration (default 60s)
+  write_timeout       HTTP write timeout, also bounds log streaming (default 60s)
+
+Flags of serve:
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "faas-gpu:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	verb := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, args = args[0], args[1:]
+	}
+	switch verb {
+	case "serve":
+		return serve(args, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
+		return nil
+	case "help":
+		fs, _ := serveFlags(stderr)
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil
+	default:
+		return fmt.Errorf("unknown verb %q; run faas-gpu help", verb)
+	}
+}
+
+type serveOptions struct {
+	stateDir         string
+	inventory        string
+	nodeName         string
+	mpsPipeDir       string
+	emulatedLatency  time.Duration
+	emulatedLoadTime time.Duration
+	logLevel         zapcore.Level
+	logFormat        string
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "faas-gpu")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "faas-gpu")
+	}
+	return filepath.Join(os.TempDir(), "faas-gpu")
+}
+
+func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
+	o := &serveOptions{logLevel: zapcore.InfoLevel}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "folder where functions, secrets and placements are kept across restarts")
+	fs.StringVar(&o.inventory, "inventory", "", "GPU inventory YAML (docs/inventory.md); empty: NVML when present, else a built-in server with two emulated V100s")
+	fs.StringVar(&o.nodeName, "node-name", host, "node name of this machine's GPUs")
+	fs.StringVar(&o.mpsPipeDir, "mps-pipe-dir", "/tmp/nvidia-mps", "CUDA_MPS_PIPE_DIRECTORY given to replicas")
+	fs.DurationVar(&o.emulatedLatency, "emulated-latency", 20*time.Millisecond, "latency of an emulated replica's request (ResNet-50 on a whole V100 is about 20 ms)")
+	fs.DurationVar(&o.emulatedLoadTime, "emulated-load-time", time.Second, "model load time an emulated replica pays on its first request")
+	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs, o
+}
+
+func newLogger(o *serveOptions) (*zap.Logger, error) {
+	var cfg zap.Config
+	switch o.logFormat {
+	case "json":
+		cfg = zap.NewProductionConfig()
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.DisableStacktrace = true
+	default:
+		return nil, fmt.Errorf("-log-format: %q is not console or json", o.logFormat)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(o.logLevel)
+	return cfg.Build()
+}
+
+// providerConfig reads the OpenFaaS variables. Unlike faas-provider's 10 s
+// default, timeouts default to 60 s like the gateway's, because GPU
+// inference with a model load often takes longer than 10 s.
+func providerConfig() (types.FaaSConfig, error) {
+	cfg, err := types.ReadConfig{}.Read(types.OsEnv{})
+	if err != nil {
+		return types.FaaSConfig{}, fmt.Errorf("read configuration: %w", err)
+	}
+	for name, d := range map[string]*time.Duration{"read_timeout": &cfg.ReadTimeout, "write_timeout": &cfg.WriteTimeout} {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			*d = 60 * time.Second
+			continue
+		}
+		if _, err := types.ParseIntOrDuration(v); err != nil {
+			return types.FaaSConfig{}, fmt.Errorf("%s: %q is not seconds or a duration", name, v)
+		}
+	}
+	if v, ok := os.LookupEnv("port"); ok {
+		if p, err := net.LookupPort("tcp", v); err != nil || p == 0 {
+			return types.FaaSConfig{}, fmt.Errorf("port: %q is not a TCP port", v)
+		}
+	}
+	return *cfg, nil
+}
+
+func loadInventory(o *serveOptions, log *zap.Logger) (gpu.Inventory, error) {
+	if o.inventory != "" {
+		inv, err := gpu.LoadInventoryFile(o.inventory)
+		if err != nil {
+			return gpu.Inventory{}, err
+		}
+		log.Info("GPU inventory from file", zap.String("file", o.inventory), zap.Int("gpus", len(inv.Devices())))
+		return inv, nil
+	}
+	// NVML discovery plugs in here (gpu.Discoverer); until then there is
+	// nothing to discover and the built-in server stands in.
+	inv := gpu.BuiltinInventory(o.nodeName)
+	log.Warn("no NVML and no -inventory: emulating one server with two GPUs; replicas of image-only functions are emulated workers",
+		zap.String("product", gpu.V100Product), zap.Int("gpus", len(inv.Devices())))
+	return inv, nil
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs, o := serveFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	log, err := newLogger(o)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	cfg, err := providerConfig()
+	if err != nil {
+		return err
+	}
+	var creds *auth.BasicAuthCredentials
+	if cfg.EnableBasicAuth {
+		creds, err = (&auth.ReadBasicAuthFromDisk{SecretMountPath: cfg.SecretMountPath}).Read()
+		if err != nil {
+			return fmt.Errorf("basic_auth=true but the credentials in %s cannot be read: %w", cfg.SecretMountPath, err)
+		}
+	}
+	// bootstrap.Serve exits the process if it cannot listen; check first so
+	// the error is ours and clear.
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *cfg.TCPPort))
+	if err != nil {
+		return fmt.Errorf("port %d: %w", *cfg.TCPPort, err)
+	}
+	ln.Close()
+
+	inv, err := loadInventory(o, log)
+	if err != nil {
+		return err
+	}
+	backend, err := local.New(local.Config{
+		StateDir:   o.stateDir,
+		Inventory:  inv,
+		MPSPipeDir: o.mpsPipeDir,
+		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
+		Log:        log.Named("local"),
+	})
+	if err != nil {
+		return err
+	}
+
+	invocations := &handlers.Invocations{}
+	hlog := log.Named("handlers")
+	protect := func(h http.HandlerFunc) http.HandlerFunc {
+		if creds == nil {
+			return h
+		}
+		return auth.DecorateWithBasicAuth(h, creds)
+	}
+	fh := &types.FaaSHandlers{
+		FunctionLister:  handlers.MakeListHandler(backend, invocations),
+		DeployFunction:  handlers.MakeDeployHandler(backend, hlog),
+		UpdateFunction:  handlers.MakeUpdateHandler(backend, hlog),
+		DeleteFunction:  handlers.MakeDeleteHandler(backend, invocations, hlog),
+		FunctionStatus:  handlers.MakeStatusHandler(backend, invocations),
+		ScaleFunction:   handlers.MakeScaleHandler(backend, hlog),
+		Info:            handlers.MakeInfoHandler("local", version, commit),
+		Secrets:         handlers.MakeSecretsHandler(backend, hlog),
+		Logs:            handlers.MakeLogsHandler(backend, backend, cfg.WriteTimeout),
+		ListNamespaces:  protect(handlers.MakeNamespacesHandler(backend)),
+		MutateNamespace: protect(handlers.MakeMutateNamespaceHandler(backend)),
+		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, cfg.ReadTimeout, log.Named("proxy")),
+		Health:          handlers.MakeHealthHandler(),
+	}
+	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend))).Methods(http.MethodGet)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("faas-gpu serving", zap.Int("port", *cfg.TCPPort), zap.Bool("basicAuth", cfg.EnableBasicAuth),
+		zap.String("stateDir", o.stateDir), zap.Duration("readTimeout", cfg.ReadTimeout), zap.Duration("writeTimeout", cfg.WriteTimeout),
+		zap.String("version", version))
+	bootstrap.Serve(ctx, fh, &cfg)
+
+	log.Info("shutting down: stopping replicas")
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return backend.Close(closeCtx)
+}

@@ -1,0 +1,61 @@
+package scheduler
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Endpoint is a ready replica the proxy can send requests to. InFlight
+// lives with the replica, so the count goes away with it.
+type Endpoint struct {
+	ID       string
+	URL      string
+	InFlight *atomic.Int64
+}
+
+// ClusterReport is the GPU view served at /system/gpus: every GPU with its
+// bookings and every replica still waiting for room.
+type ClusterReport struct {
+	Source   string         `json:"source"`
+	Emulated bool           `json:"emulated"`
+	Nodes    []NodeReport   `json:"nodes"`
+	Pending  []PendingEntry `json:"pending"`
+}
+
+// NodeReport is one node of the report.
+type NodeReport struct {
+	Name string      `json:"name"`
+	GPUs []GPUReport `json:"gpus"`
+}
+
+// GPUReport is one GPU with what is booked on it.
+type GPUReport struct {
+	UUID            string          `json:"uuid"`
+	Index           int             `json:"index"`
+	Product         string          `json:"product"`
+	MemoryBytes     int64           `json:"memoryBytes"`
+	SMCount         int             `json:"smCount"`
+	SMAllocated     int             `json:"smAllocated"`
+	MemoryAllocated int64           `json:"memoryAllocated"`
+	Replicas        []ReplicaReport `json:"replicas"`
+}
+
+// ReplicaReport is one replica's slice of one GPU.
+type ReplicaReport struct {
+	ID          string `json:"id"`
+	Function    string `json:"function"`
+	Namespace   string `json:"namespace"`
+	SMPercent   int    `json:"smPercent"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	Ready       bool   `json:"ready"`
+	Emulated    bool   `json:"emulated"`
+}
+
+// PendingEntry is a replica that fits on no GPU yet.
+type PendingEntry struct {
+	ID        string    `json:"id"`
+	Function  string    `json:"function"`
+	Namespace string    `json:"namespace"`
+	Reason    string    `json:"reason"`
+	Since     time.Time `json:"since"`
+}
