@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+)
+
+func inventory(nodes ...[]int64) gpu.Inventory {
+	var inv gpu.Inventory
+	for n, mems := range nodes {
+		node := gpu.Node{Name: fmt.Sprintf("n%d", n)}
+		for i, m := range mems {
+			node.GPUs = append(node.GPUs, gpu.Device{UUID: fmt.Sprintf("n%d-g%d", n, i), Node: node.Name, Index: i, Product: "p", MemoryBytes: m << 30, SMCount: 80})
+		}
+		inv.Nodes = append(inv.Nodes, node)
+	}
+	return inv
+}
+
+func TestReserveBestFit(t *testing.T) {
+	type step struct {
+		id      string
+		req     gpu.Request
+		wantGPU []string // nil: must not fit
+	}
+	tests := []struct {
+		name  string
+		inv   gpu.Inventory
+		steps []step
+	}{
+		{"fills the fullest GPU first", inventory([]int64{16, 16}), []step{
+			{"a", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, []string{"n0-g0"}},
+			{"b", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, []string{"n0-g0"}},
+			{"c", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, []string{"n0-g0"}},
+			{"d", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, []string{"n0-g1"}},
+		}},
+		{"SM is the limit", inventory([]int64{16}), []step{
+			{"a", gpu.Request{SMPercent: 60, MemoryBytes: 1 << 30}, []string{"n0-g0"}},
+			{"b", gpu.Request{SMPercent: 41, MemoryBytes: 1 << 30}, nil},
+			{"c", gpu.Request{SMPercent: 40, MemoryBytes: 1 << 30}, []string{"n0-g0"}},
+		}},
+		{"memory is the limit", inventory([]int64{16}), []step{
+			{"a", gpu.Request{SMPercent: 10, MemoryBytes: 12 << 30}, []string{"n0-g0"}},
+			{"b", gpu.Request{SMPercent: 10, MemoryBytes: 5 << 30}, nil},
+			{"c", gpu.Request{SMPercent: 10, MemoryBytes: 4 << 30}, []string{"n0-g0"}},
+		}},
+		{"no memory given takes the whole GPU's memory", inventory([]int64{16, 16}), []step{
+			{"a", gpu.Request{SMPercent: 10}, []string{"n0-g0"}},
+			{"b", gpu.Request{SMPercent: 10}, []string{"n0-g1"}},
+			{"c", gpu.Request{SMPercent: 10, MemoryBytes: 1}, nil},
+		}},
+		{"best fit leaves the big GPU free", inventory([]int64{16, 32}), []step{
+			{"a", gpu.Request{SMPercent: 50, MemoryBytes: 10 << 30}, []string{"n0-g0"}},
+			{"b", gpu.Request{SMPercent: 50, MemoryBytes: 20 << 30}, []string{"n0-g1"}},
+		}},
+		{"whole GPUs on the node with fewest free", inventory([]int64{16, 16, 16, 16}, []int64{16, 16}), []step{
+			{"a", gpu.Request{WholeGPUs: 2}, []string{"n1-g0", "n1-g1"}},
+			{"b", gpu.Request{WholeGPUs: 3}, []string{"n0-g0", "n0-g1", "n0-g2"}},
+			{"c", gpu.Request{WholeGPUs: 2}, nil},
+			{"d", gpu.Request{SMPercent: 10, MemoryBytes: 1 << 30}, []string{"n0-g3"}},
+			{"e", gpu.Request{WholeGPUs: 1}, nil},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := NewAllocator(tt.inv)
+			for _, s := range tt.steps {
+				p, err := a.Reserve(s.id, s.req)
+				if s.wantGPU == nil {
+					var nf *NoFitError
+					if !errors.As(err, &nf) {
+						t.Fatalf("%s: err = %v, want NoFitError (placed %+v)", s.id, err, p)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", s.id, err)
+				}
+				if !reflect.DeepEqual(p.GPUs, s.wantGPU) {
+					t.Fatalf("%s: placed on %v, want %v", s.id, p.GPUs, s.wantGPU)
+				}
+			}
+			checkInvariants(t, a)
+		})
+	}
+}
+
+func TestReleaseFreesAndRestoreRebooks(t *testing.T) {
+	a := NewAllocator(inventory([]int64{16}))
+	req := gpu.Request{SMPercent: 50, MemoryBytes: 8 << 30}
+	p1, err := a.Reserve("a", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve("b", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve("c", req); err == nil {
+		t.Fatal("third half-GPU replica must not fit")
+	}
+	if err := a.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release("a"); !errors.Is(err, ErrUnknownReplica) {
+		t.Fatalf("second release: %v", err)
+	}
+	if err := a.Restore("a2", p1); err != nil {
+		t.Fatalf("restore into freed room: %v", err)
+	}
+	if err := a.Restore("a3", p1); err == nil {
+		t.Fatal("restore must refuse a slice that no longer fits")
+	}
+	if err := a.Restore("x", Placement{Node: "n0", GPUs: []string{"gone"}, Slice: p1.Slice}); err == nil {
+		t.Fatal("restore must refuse an unknown GPU")
+	}
+	u := a.Usage()[0]
+	if u.SMAllocated != 100 || u.MemoryAllocated != 16<<30 || len(u.Replicas) != 2 {
+		t.Fatalf("usage = %+v", u)
+	}
+}
+
+func TestConcurrentReserveNeverOversubscribes(t *testing.T) {
+	a := NewAllocator(gpu.BuiltinInventory("n"))
+	req := gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed := 0
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := a.Reserve(fmt.Sprint("r", i), req); err == nil {
+				mu.Lock()
+				placed++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if placed != 6 {
+		t.Fatalf("placed %d replicas of 30%% SM on two GPUs, want 6", placed)
+	}
+	checkInvariants(t, a)
+}
+
+// TestRandomOperationsKeepInvariants is a property test: whatever the
+// sequence of reservations and releases, no GPU is oversubscribed, every
+// booking matches a held placement, and the same seed gives the same
+// placements.
+func TestRandomOperationsKeepInvariants(t *testing.T) {
+	run := func(seed uint64) []string {
+		rng := rand.New(rand.NewPCG(seed, seed))
+		var nodes [][]int64
+		for range 1 + rng.IntN(4) {
+			var mems []int64
+			for range 1 + rng.IntN(8) {
+				mems = append(mems, []int64{16, 32, 80}[rng.IntN(3)])
+			}
+			nodes = append(nodes, mems)
+		}
+		a := NewAllocator(inventory(nodes...))
+		var log []string
+		var live []string
+		for i := range 300 {
+			if len(live) > 0 && rng.IntN(3) == 0 {
+				k := rng.IntN(len(live))
+				if err := a.Release(live[k]); err != nil {
+					t.Fatal(err)
+				}
+				live = append(live[:k], live[k+1:]...)
+				continue
+			}
+			req := gpu.Request{SMPercent: 1 + rng.IntN(100), MemoryBytes: int64(1+rng.IntN(20)) << 30}
+			if rng.IntN(10) == 0 {
+				req = gpu.Request{WholeGPUs: 1 + rng.IntN(3)}
+			}
+			id := fmt.Sprint("r", i)
+			p, err := a.Reserve(id, req)
+			if err != nil {
+				log = append(log, id+": pending")
+				continue
+			}
+			live = append(live, id)
+			log = append(log, fmt.Sprint(id, p.GPUs, p.Slice))
+			checkInvariants(t, a)
+		}
+		return log
+	}
+	for seed := range uint64(20) {
+		if first, second := run(seed), run(seed); !reflect.DeepEqual(first, second) {
+			t.Fatalf("seed %d: placements differ between runs", seed)
+		}
+	}
+}
+
+func checkInvariants(t *testing.T, a *Allocator) {
+	t.Helper()
+	held := a.Placements()
+	for _, u := range a.Usage() {
+		sm, mem := 0, int64(0)
+		for id, s := range u.Replicas {
+			sm += s.SMPercent
+			mem += s.MemoryBytes
+			if _, ok := held[id]; !ok {
+				t.Fatalf("GPU %s books %s, which holds no placement", u.Device.UUID, id)
+			}
+		}
+		if sm != u.SMAllocated || mem != u.MemoryAllocated {
+			t.Fatalf("GPU %s: totals %d%%/%d disagree with bookings %d%%/%d", u.Device.UUID, u.SMAllocated, u.MemoryAllocated, sm, mem)
+		}
+		if u.SMAllocated > 100 || u.MemoryAllocated > u.Device.MemoryBytes {
+			t.Fatalf("GPU %s oversubscribed: %d%% SM, %d of %d bytes", u.Device.UUID, u.SMAllocated, u.MemoryAllocated, u.Device.MemoryBytes)
+		}
+	}
+}
+
+func TestParseScalePolicy(t *testing.T) {
+	tests := []struct {
+		name        string
+		labels, ann map[string]string
+		want        ScalePolicy
+		wantErr     string
+	}{
+		{name: "defaults", want: ScalePolicy{Min: 1, Max: 20, ZeroDuration: DefaultZeroDuration}},
+		{name: "labels", labels: map[string]string{LabelScaleMin: "2", LabelScaleMax: "4", LabelScaleZero: "true", LabelScaleZeroDuration: "5m"},
+			want: ScalePolicy{Min: 2, Max: 4, Zero: true, ZeroDuration: 5 * 60e9}},
+		{name: "annotation wins", labels: map[string]string{LabelScaleMax: "4"}, ann: map[string]string{LabelScaleMax: "6"},
+			want: ScalePolicy{Min: 1, Max: 6, ZeroDuration: DefaultZeroDuration}},
+		{name: "min 0", labels: map[string]string{LabelScaleMin: "0"}, want: ScalePolicy{Min: 0, Max: 20, ZeroDuration: DefaultZeroDuration}},
+		{name: "bad min", labels: map[string]string{LabelScaleMin: "x"}, wantErr: "labels." + LabelScaleMin},
+		{name: "max 0", ann: map[string]string{LabelScaleMax: "0"}, wantErr: "annotations." + LabelScaleMax},
+		{name: "min above max", labels: map[string]string{LabelScaleMin: "3", LabelScaleMax: "2"}, wantErr: LabelScaleMin},
+		{name: "bad zero", labels: map[string]string{LabelScaleZero: "yes please"}, wantErr: "labels." + LabelScaleZero},
+		{name: "bad duration", labels: map[string]string{LabelScaleZeroDuration: "-1s"}, wantErr: "labels." + LabelScaleZeroDuration},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseScalePolicy(tt.labels, tt.ann)
+			if tt.wantErr != "" {
+				var fe *gpu.FieldError
+				if !errors.As(err, &fe) || fe.Field != tt.wantErr {
+					t.Fatalf("err = %v, want field %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLeastOutstanding(t *testing.T) {
+	tests := []struct {
+		cands []Candidate
+		want  int
+	}{
+		{nil, -1},
+		{[]Candidate{{"a", 3}, {"b", 1}, {"c", 2}}, 1},
+		{[]Candidate{{"b", 1}, {"a", 1}}, 1},
+		{[]Candidate{{"a", 0}}, 0},
+	}
+	for _, tt := range tests {
+		if got := LeastOutstanding(tt.cands); got != tt.want {
+			t.Errorf("LeastOutstanding(%v) = %d, want %d", tt.cands, got, tt.want)
+		}
+	}
+}
