@@ -1,0 +1,30 @@
+# The two commands of the README: `make run` and `make test`.
+GO ?= go
+BIN := bin/faas-gpu
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: build run test vet bench clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+# The local provider on port 8081, so an OpenFaaS gateway can take 8080.
+run: build
+	port=$${port:-8081} ./$(BIN) serve $(ARGS)
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+# Every test, race detector on. The end-to-end tests build the real
+# OpenFaaS gateway from the Go module proxy (hack/build-gateway.sh).
+test: vet
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin
