@@ -254,6 +254,9 @@ func serve(args []string, stderr io.Writer) error {
 		Health:          handlers.MakeHealthHandler(),
 	}
 	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend))).Methods(http.MethodGet)
+	// The gateway asks Prometheus without credentials, so this stays open; it
+	// reveals only invocation counts, which /function/* callers can see anyway.
+	bootstrap.Router().HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(invocations)).Methods(http.MethodGet, http.MethodPost)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

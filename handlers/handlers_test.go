@@ -51,6 +51,7 @@ func newServer(t *testing.T) *httptest.Server {
 	r.HandleFunc("/system/namespace/{name:["+bootstrap.NameExpression+"]*}", handlers.MakeMutateNamespaceHandler(b)).Methods(http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodGet)
 	r.HandleFunc("/system/gpus", handlers.MakeGPUsHandler(b)).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", handlers.MakeHealthHandler()).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(inv)).Methods(http.MethodGet)
 	proxy := handlers.MakeProxyHandler(b, inv, 5*time.Second, log)
 	r.HandleFunc("/function/"+name, proxy)
 	r.HandleFunc("/function/"+name+"/", proxy)
@@ -306,6 +307,22 @@ func TestInvocationCount(t *testing.T) {
 	}
 	if len(list) != 1 || list[0].InvocationCount != 3 {
 		t.Fatalf("list = %+v, want one function with 3 invocations", list)
+	}
+	// What the gateway reads in place of Prometheus.
+	var q struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Metric map[string]string
+				Value  []any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(mustDo(t, srv, "GET", "/api/v1/query?query=sum(gateway_function_invocation_total)", "", 200)), &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Status != "success" || len(q.Data.Result) != 1 || q.Data.Result[0].Metric["function_name"] != "existing.openfaas-fn" || q.Data.Result[0].Value[1] != "3" {
+		t.Fatalf("query answer = %+v", q)
 	}
 }
 

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -32,3 +33,12 @@ func (i *Invocations) Count(ns, name string) float64 {
 
 // Forget drops a deleted function's count.
 func (i *Invocations) Forget(ns, name string) { i.counts.Delete(invocationKey(ns, name)) }
+
+// Range calls f for every function with a count.
+func (i *Invocations) Range(f func(ns, name string, count uint64)) {
+	i.counts.Range(func(k, v any) bool {
+		ns, name, _ := strings.Cut(k.(string), "/")
+		f(ns, name, v.(*atomic.Uint64).Load())
+		return true
+	})
+}
