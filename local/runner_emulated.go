@@ -1,0 +1,263 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Response headers of in-process replicas, so that callers (and tests) can
+// tell which replica answered and whether it paid a model load.
+const (
+	headerReplica   = "X-Faas-Gpu-Replica"
+	headerEmulated  = "X-Faas-Gpu-Emulated"
+	headerModelLoad = "X-Faas-Gpu-Model-Load"
+)
+
+// emulatedRunner stands in for a GPU worker where nothing can run on a GPU:
+// it answers after the profiled latency and pays the model load once, so
+// that the scheduler, the cache and the autoscaler see realistic timings.
+type emulatedRunner struct {
+	spec ReplicaSpec
+	sink LogSink
+	log  *zap.Logger
+	srv  loopbackServer
+
+	// loaded is closed when the model load has finished. The load is shared
+	// by all requests and runs on its own timer, so a first request that
+	// gives up does not abort the load for the others (a real load would go
+	// on too).
+	loaded   chan struct{}
+	loadOnce sync.Once
+	mu       sync.Mutex
+	load     *time.Timer
+}
+
+func newEmulatedRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
+	return &emulatedRunner{spec: spec, sink: sink, log: log, loaded: make(chan struct{})}
+}
+
+func (r *emulatedRunner) Start() error {
+	if err := r.srv.start(r.spec.ID, http.HandlerFunc(r.serve), r.log); err != nil {
+		return err
+	}
+	em := r.spec.Emulation
+	r.sink(r.spec.ID, fmt.Sprintf("emulated GPU worker: no process given, answering after %s with a %s model load",
+		em.Latency, em.LoadTime))
+	r.log.Info("replica is emulated",
+		zap.String("replica", r.spec.ID),
+		zap.String("function", r.spec.Function),
+		zap.String("model", em.Model),
+		zap.Duration("latency", em.Latency),
+		zap.Duration("loadTime", em.LoadTime),
+		zap.String("url", r.srv.URL()))
+	return nil
+}
+
+func (r *emulatedRunner) URL() string { return r.srv.URL() }
+func (r *emulatedRunner) Ready() bool { return r.srv.Ready() }
+
+func (r *emulatedRunner) Stop(ctx context.Context) error {
+	forced := r.srv.stop(ctx)
+	r.mu.Lock()
+	if r.load != nil {
+		r.load.Stop()
+	}
+	r.mu.Unlock()
+	if forced {
+		r.log.Warn("replica stopped with requests in flight", zap.String("replica", r.spec.ID))
+	}
+	return nil
+}
+
+// awaitModel waits for the shared model load; cold is true for requests that
+// started it or had to wait for it.
+func (r *emulatedRunner) awaitModel(ctx context.Context) (cold bool, err error) {
+	r.loadOnce.Do(func() {
+		cold = true
+		r.mu.Lock()
+		r.load = time.AfterFunc(r.spec.Emulation.LoadTime, func() { close(r.loaded) })
+		r.mu.Unlock()
+	})
+	select {
+	case <-r.loaded:
+		return cold, nil
+	default:
+	}
+	select {
+	case <-r.loaded:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
+func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
+	ctx := req.Context()
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("read body: %v", err), http.StatusBadRequest)
+		return
+	}
+	cold, err := r.awaitModel(ctx)
+	if err != nil {
+		return // the caller is gone: nobody to answer
+	}
+	if err := sleepCtx(ctx, r.spec.Emulation.Latency); err != nil {
+		return
+	}
+
+	h := w.Header()
+	h.Set(headerReplica, r.spec.ID)
+	h.Set(headerEmulated, "true")
+	if cold {
+		h.Set(headerModelLoad, "cold")
+	} else {
+		h.Set(headerModelLoad, "warm")
+	}
+	if len(body) > 0 {
+		ct := req.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		h.Set("Content-Type", ct)
+		_, _ = w.Write(body)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(r.identity())
+}
+
+// emulatedIdentity is what an emulated replica answers to an empty request:
+// enough to check where the scheduler put it.
+type emulatedIdentity struct {
+	Replica   string `json:"replica"`
+	Function  string `json:"function"`
+	Model     string `json:"model"`
+	Emulated  bool   `json:"emulated"`
+	GPU       string `json:"gpu"`
+	SMPercent *int   `json:"smPercent,omitempty"`
+}
+
+func (r *emulatedRunner) identity() emulatedIdentity {
+	id := emulatedIdentity{
+		Replica:  r.spec.ID,
+		Function: r.spec.Function,
+		Model:    r.spec.Emulation.Model,
+		Emulated: true,
+		GPU:      envValue(r.spec.Env, "NVIDIA_VISIBLE_DEVICES"),
+	}
+	if sm, err := strconv.Atoi(envValue(r.spec.Env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")); err == nil {
+		id.SMPercent = &sm
+	}
+	return id
+}
+
+// envValue returns the last value of key in a KEY=VALUE list; the last one
+// wins, as it does for exec.Cmd.Env.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key {
+			v = kv[len(key)+1:]
+		}
+	}
+	return v
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loopbackServer is the HTTP server of the replicas that run inside the
+// provider (emulated and classic watchdog). Shared here so both stop the same
+// way: graceful first, then cancelling in-flight requests.
+type loopbackServer struct {
+	mu     sync.Mutex
+	srv    *http.Server
+	url    string
+	cancel context.CancelFunc
+	served chan struct{}
+	ready  atomic.Bool
+}
+
+func (s *loopbackServer) start(id string, h http.Handler, log *zap.Logger) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return fmt.Errorf("start %s: already started", id)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("start %s: listen: %w", id, err)
+	}
+	// Requests get a base context that Stop cancels when the grace period is
+	// over, so emulated sleeps and classic processes end with the replica.
+	base, cancel := context.WithCancel(context.Background())
+	s.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.cancel = cancel
+	s.served = make(chan struct{})
+	s.ready.Store(true)
+	go func() {
+		defer close(s.served)
+		err := s.srv.Serve(ln)
+		s.ready.Store(false)
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("replica server failed", zap.String("replica", id), zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func (s *loopbackServer) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+func (s *loopbackServer) Ready() bool { return s.ready.Load() }
+
+// stop closes the listener, waits for in-flight requests until ctx is done,
+// then cancels them. forced reports that requests had to be cancelled.
+func (s *loopbackServer) stop(ctx context.Context) (forced bool) {
+	s.mu.Lock()
+	srv, cancel, served := s.srv, s.cancel, s.served
+	s.mu.Unlock()
+	if srv == nil {
+		return false
+	}
+	s.ready.Store(false)
+	if err := srv.Shutdown(ctx); err != nil {
+		forced = true
+		cancel()
+		_ = srv.Close()
+	}
+	cancel()
+	<-served
+	return forced
+}

@@ -1,0 +1,78 @@
+// Command httpfn is a tiny of-watchdog mode=http function used by the tests
+// of package local and by end-to-end tests. It needs only the standard
+// library so that tests can build it with a plain `go build`.
+//
+//	GET  /env/NAME   the value of env var NAME
+//	     /crash      exits with code 3
+//	     /slow?ms=N  sleeps N ms, then answers
+//	     anything    echoes the body, with X-Path and X-Query set
+//
+// HTTPFN_IGNORE_TERM=1 makes it ignore SIGTERM, to test forced stops.
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if os.Getenv("HTTPFN_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	port := firstEnv("port", "PORT", "http_port")
+	if port == "" {
+		port = "8080"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "httpfn: listen: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("httpfn listening on %s\n", port)
+	if err := http.Serve(ln, http.HandlerFunc(handle)); err != nil {
+		fmt.Fprintf(os.Stderr, "httpfn: serve: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func handle(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintf(os.Stderr, "httpfn %s %s\n", r.Method, r.URL.RequestURI())
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/env/"):
+		fmt.Fprint(w, os.Getenv(strings.TrimPrefix(r.URL.Path, "/env/")))
+	case r.URL.Path == "/crash":
+		os.Exit(3)
+	case r.URL.Path == "/slow":
+		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "slept %d ms", ms)
+	default:
+		w.Header().Set("X-Path", r.URL.Path)
+		w.Header().Set("X-Query", r.URL.RawQuery)
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		_, _ = io.Copy(w, r.Body)
+	}
+}
