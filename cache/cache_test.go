@@ -21,7 +21,7 @@ func TestUseHitsMissesAndLRU(t *testing.T) {
 	steps := []step{
 		{"a", 4, Miss, nil},
 		{"b", 4, Miss, nil},
-		{"a", 4, Hit, nil},           // a becomes most recent
+		{"a", 4, Hit, nil},            // a becomes most recent
 		{"c", 4, Miss, []string{"b"}}, // b is least recently used
 		{"b", 4, NodeHit, []string{"a"}},
 	}
