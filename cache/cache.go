@@ -94,7 +94,10 @@ type Cache struct {
 	mu       sync.Mutex
 	replicas map[string]*replica
 	nodes    map[string]*nodeTier
-	stats    Stats
+	// onGPU counts, per model and GPU, the replicas holding the model, so
+	// placement asks "where is this model" once, not per replica.
+	onGPU map[string]map[string]int
+	stats Stats
 }
 
 // New makes an empty cache.
@@ -105,7 +108,7 @@ func New(opts Options) *Cache {
 	if opts.NodeTTL <= 0 {
 		opts.NodeTTL = DefaultOptions.NodeTTL
 	}
-	return &Cache{opts: opts, replicas: map[string]*replica{}, nodes: map[string]*nodeTier{}}
+	return &Cache{opts: opts, replicas: map[string]*replica{}, nodes: map[string]*nodeTier{}, onGPU: map[string]map[string]int{}}
 }
 
 // AddReplica starts tracking a replica on gpu of node whose memory limit
@@ -126,7 +129,9 @@ func (c *Cache) RemoveReplica(id string, now time.Time) {
 		return
 	}
 	for e := r.lru.Back(); e != nil; e = e.Prev() {
-		c.rememberLocked(r.node, e.Value.(*model).name, now)
+		name := e.Value.(*model).name
+		c.rememberLocked(r.node, name, now)
+		c.unindexLocked(name, r.gpu)
 	}
 	delete(c.replicas, id)
 }
@@ -169,11 +174,16 @@ func (c *Cache) Use(id, name string, bytes int64, now time.Time) (Outcome, []str
 		r.lru.Remove(e)
 		delete(r.byName, m.name)
 		r.used -= m.bytes
+		c.unindexLocked(m.name, r.gpu)
 		evicted = append(evicted, m.name)
 		c.stats.ModelEvictions++
 	}
 	r.byName[name] = r.lru.PushFront(&model{name: name, bytes: bytes})
 	r.used += bytes
+	if c.onGPU[name] == nil {
+		c.onGPU[name] = map[string]int{}
+	}
+	c.onGPU[name][r.gpu]++
 	c.rememberLocked(r.node, name, now)
 	return outcome, evicted
 }
@@ -286,18 +296,45 @@ func (c *Cache) CountEviction(expired bool) {
 	}
 }
 
+func (c *Cache) unindexLocked(name, gpu string) {
+	if m := c.onGPU[name]; m != nil {
+		if m[gpu]--; m[gpu] <= 0 {
+			delete(m, gpu)
+		}
+		if len(m) == 0 {
+			delete(c.onGPU, name)
+		}
+	}
+}
+
 // ResidentOnGPU reports whether any replica on gpu holds model name.
 func (c *Cache) ResidentOnGPU(gpu, name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, r := range c.replicas {
-		if r.gpu == gpu {
-			if _, ok := r.byName[name]; ok {
-				return true
-			}
+	return c.onGPU[name][gpu] > 0
+}
+
+// Locality is where a model is: the GPUs holding it and the nodes that
+// loaded it recently.
+type Locality struct {
+	GPUs  map[string]bool
+	Nodes map[string]bool
+}
+
+// Where answers, in one call, where model name is at time now.
+func (c *Cache) Where(name string, now time.Time) Locality {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := Locality{GPUs: map[string]bool{}, Nodes: map[string]bool{}}
+	for g := range c.onGPU[name] {
+		l.GPUs[g] = true
+	}
+	for node := range c.nodes {
+		if c.onNodeLocked(node, name, now) {
+			l.Nodes[node] = true
 		}
 	}
-	return false
+	return l
 }
 
 // OnNode reports whether node loaded model name within the TTL.

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
 )
 
@@ -25,75 +27,150 @@ type NoFitError struct{ Reason string }
 
 func (e *NoFitError) Error() string { return "no GPU fits: " + e.Reason }
 
-// ErrUnknownReplica is returned when releasing a replica that holds nothing.
+// ErrUnknownReplica is returned for a replica that holds no reservation.
 var ErrUnknownReplica = errors.New("replica holds no reservation")
+
+type booking struct {
+	slice gpu.Slice
+	// idle: a warm replica out of service keeps its memory (its model stays
+	// loaded) but runs no kernels, so it holds no SM share.
+	idle bool
+}
 
 type gpuState struct {
 	dev      gpu.Device
 	smUsed   int
 	memUsed  int64
-	replicas map[string]gpu.Slice
+	idleMem  int64 // memory held by idle warm replicas, which can be evicted
+	replicas map[string]booking
 }
 
 func (g *gpuState) fits(s gpu.Slice) bool {
 	return g.smUsed+s.SMPercent <= 100 && g.memUsed+s.MemoryBytes <= g.dev.MemoryBytes
 }
 
-func (g *gpuState) empty() bool { return len(g.replicas) == 0 }
+// fitsAfterEviction: the slice fits once every idle warm replica is gone.
+func (g *gpuState) fitsAfterEviction(s gpu.Slice) bool {
+	return g.smUsed+s.SMPercent <= 100 && g.memUsed-g.idleMem+s.MemoryBytes <= g.dev.MemoryBytes
+}
 
-// Allocator holds every GPU reservation. Reserve checks and books a slice in
+// Allocator holds every GPU reservation. Place checks and books a slice in
 // one step under one lock, so concurrent deploys can never oversubscribe a
-// GPU's SM % or memory.
+// GPU's SM % or memory. It keeps the model cache's view of replicas in step
+// with its bookings.
 type Allocator struct {
 	mu     sync.Mutex
 	gpus   []*gpuState // ordered by node, index
 	byUUID map[string]*gpuState
 	held   map[string]Placement
+	cache  *cache.Cache
 }
 
-// NewAllocator starts with every GPU of inv free.
-func NewAllocator(inv gpu.Inventory) *Allocator {
-	a := &Allocator{byUUID: map[string]*gpuState{}, held: map[string]Placement{}}
+// NewAllocator starts with every GPU of inv free. c records which replica
+// holds which model; nil gives the allocator a cache of its own.
+func NewAllocator(inv gpu.Inventory, c *cache.Cache) *Allocator {
+	if c == nil {
+		c = cache.New(cache.DefaultOptions)
+	}
+	a := &Allocator{byUUID: map[string]*gpuState{}, held: map[string]Placement{}, cache: c}
 	for _, d := range inv.Devices() {
-		g := &gpuState{dev: d, replicas: map[string]gpu.Slice{}}
+		g := &gpuState{dev: d, replicas: map[string]booking{}}
 		a.gpus = append(a.gpus, g)
 		a.byUUID[d.UUID] = g
 	}
 	return a
 }
 
-// Reserve places replica id by best fit: among GPUs with room for the slice,
-// the one left fullest (least free SM %, then least free memory), so whole
-// GPUs stay free for large slices; ties go to node name, then GPU index.
-// A request for whole GPUs takes empty GPUs on the node with the fewest free.
-func (a *Allocator) Reserve(id string, req gpu.Request) (Placement, error) {
+// Cache is the model cache the allocator keeps in step.
+func (a *Allocator) Cache() *cache.Cache { return a.cache }
+
+// Hints steer placement towards model locality and fast GPUs.
+type Hints struct {
+	// Model is the model the replica loads ("" for none).
+	Model string
+	// Now dates the node tier's "recently loaded".
+	Now time.Time
+	// Speed is the profiled throughput of the replica's slice on a GPU
+	// product; nil or 0 when unknown.
+	Speed func(product string) float64
+}
+
+// Place books replica id on the best GPU for req. The score, in order:
+// the model already in that GPU's memory, else loaded recently on its node,
+// else cold; no eviction needed over evicting idle warm replicas; best fit
+// (the GPU left fullest in SM %, then memory, so whole GPUs stay free for
+// large slices); the profiled speed of the GPU's product; then node name and
+// GPU index. A slice that fits only once idle warm replicas go evicts them,
+// least recently idle first, and returns their IDs: the caller stops them.
+func (a *Allocator) Place(id string, req gpu.Request, h Hints) (Placement, []string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p, ok := a.held[id]; ok {
-		return p, nil
+		return p, nil, nil
 	}
-	var p Placement
-	var err error
 	if req.WholeGPUs > 0 {
-		p, err = a.pickWhole(req)
-	} else {
-		p, err = a.pickSlice(req)
+		p, evicted, err := a.pickWhole(req, h)
+		if err != nil {
+			return Placement{}, nil, err
+		}
+		a.book(id, p)
+		return p, evicted, nil
 	}
+	g, err := a.pickSlice(req, h)
 	if err != nil {
-		return Placement{}, err
+		return Placement{}, nil, err
 	}
+	s := req.SliceOn(g.dev)
+	var evicted []string
+	if !g.fits(s) {
+		evicted = a.evictLocked(g, s, h.Now)
+	}
+	p := Placement{Node: g.dev.Node, GPUs: []string{g.dev.UUID}, Slice: s}
 	a.book(id, p)
-	return p, nil
+	return p, evicted, nil
 }
 
-func (a *Allocator) pickSlice(req gpu.Request) (Placement, error) {
+type score struct {
+	locality int // 2 on the GPU, 1 on the node, 0 cold
+	noEvict  bool
+	freeSM   int
+	freeMem  int64
+	speed    float64
+}
+
+func (s score) better(o score) bool {
+	if s.locality != o.locality {
+		return s.locality > o.locality
+	}
+	if s.noEvict != o.noEvict {
+		return s.noEvict
+	}
+	if s.freeSM != o.freeSM {
+		return s.freeSM < o.freeSM
+	}
+	if s.freeMem != o.freeMem {
+		return s.freeMem < o.freeMem
+	}
+	return s.speed > o.speed
+}
+
+func (a *Allocator) locality(h Hints) cache.Locality {
+	if h.Model == "" {
+		return cache.Locality{}
+	}
+	return a.cache.Where(h.Model, h.Now)
+}
+
+func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
+	loc := a.locality(h)
+	speeds := map[string]float64{}
 	var best *gpuState
-	var bestSM int
-	var bestMem int64
+	var bestScore score
 	lackSM, lackMem := 0, 0
 	for _, g := range a.gpus {
 		s := req.SliceOn(g.dev)
-		if !g.fits(s) {
+		fits := g.fits(s)
+		if !fits && !g.fitsAfterEviction(s) {
 			if g.smUsed+s.SMPercent > 100 {
 				lackSM++
 			} else {
@@ -101,17 +178,35 @@ func (a *Allocator) pickSlice(req gpu.Request) (Placement, error) {
 			}
 			continue
 		}
-		freeSM := 100 - g.smUsed - s.SMPercent
-		freeMem := g.dev.MemoryBytes - g.memUsed - s.MemoryBytes
-		if best == nil || freeSM < bestSM || (freeSM == bestSM && freeMem < bestMem) {
-			best, bestSM, bestMem = g, freeSM, freeMem
+		sc := score{noEvict: fits, freeSM: 100 - g.smUsed - s.SMPercent}
+		if fits {
+			sc.freeMem = g.dev.MemoryBytes - g.memUsed - s.MemoryBytes
+		} else {
+			sc.freeMem = g.dev.MemoryBytes - (g.memUsed - g.idleMem) - s.MemoryBytes
+		}
+		switch {
+		case loc.GPUs[g.dev.UUID]:
+			sc.locality = 2
+		case loc.Nodes[g.dev.Node]:
+			sc.locality = 1
+		}
+		if h.Speed != nil {
+			v, ok := speeds[g.dev.Product]
+			if !ok {
+				v = h.Speed(g.dev.Product)
+				speeds[g.dev.Product] = v
+			}
+			sc.speed = v
+		}
+		if best == nil || sc.better(bestScore) {
+			best, bestScore = g, sc
 		}
 	}
 	if best == nil {
-		return Placement{}, &NoFitError{Reason: fmt.Sprintf("%d GPUs: %d without %d%% SM free, %d without %s memory free",
+		return nil, &NoFitError{Reason: fmt.Sprintf("%d GPUs: %d without %d%% SM free, %d without %s memory free",
 			len(a.gpus), lackSM, req.SliceOn(gpu.Device{}).SMPercent, lackMem, memWanted(req))}
 	}
-	return Placement{Node: best.dev.Node, GPUs: []string{best.dev.UUID}, Slice: req.SliceOn(best.dev)}, nil
+	return best, nil
 }
 
 func memWanted(req gpu.Request) string {
@@ -121,11 +216,41 @@ func memWanted(req gpu.Request) string {
 	return gpu.FormatBytes(req.MemoryBytes)
 }
 
-func (a *Allocator) pickWhole(req gpu.Request) (Placement, error) {
+// evictLocked stops idle warm replicas on g, least recently idle first,
+// until s fits.
+func (a *Allocator) evictLocked(g *gpuState, s gpu.Slice, now time.Time) []string {
+	var evicted []string
+	for _, ir := range a.cache.Idle(g.dev.UUID) {
+		if g.fits(s) {
+			break
+		}
+		if _, ok := g.replicas[ir.ID]; !ok {
+			continue
+		}
+		a.releaseLocked(ir.ID, now)
+		a.cache.CountEviction(false)
+		evicted = append(evicted, ir.ID)
+	}
+	// Idle bookings the cache does not know of (none in practice) go too, so
+	// the fit promised by fitsAfterEviction holds.
+	for rid, b := range g.replicas {
+		if g.fits(s) {
+			break
+		}
+		if b.idle {
+			a.releaseLocked(rid, now)
+			evicted = append(evicted, rid)
+		}
+	}
+	return evicted
+}
+
+func (a *Allocator) pickWhole(req gpu.Request, h Hints) (Placement, []string, error) {
 	free := map[string][]*gpuState{}
 	var nodes []string
 	for _, g := range a.gpus {
-		if !g.empty() {
+		// A GPU holding only idle warm replicas counts as free: they go.
+		if g.smUsed > 0 || g.memUsed > g.idleMem {
 			continue
 		}
 		if _, ok := free[g.dev.Node]; !ok {
@@ -144,14 +269,16 @@ func (a *Allocator) pickWhole(req gpu.Request) (Placement, error) {
 		for _, n := range nodes {
 			most = max(most, len(free[n]))
 		}
-		return Placement{}, &NoFitError{Reason: fmt.Sprintf("%d whole GPUs wanted on one node, at most %d free on any node", req.WholeGPUs, most)}
+		return Placement{}, nil, &NoFitError{Reason: fmt.Sprintf("%d whole GPUs wanted on one node, at most %d free on any node", req.WholeGPUs, most)}
 	}
 	p := Placement{Node: bestNode}
+	var evicted []string
 	for _, g := range free[bestNode][:req.WholeGPUs] {
 		p.GPUs = append(p.GPUs, g.dev.UUID)
+		evicted = append(evicted, a.evictLocked(g, req.SliceOn(g.dev), h.Now)...)
 	}
 	p.Slice = req.SliceOn(free[bestNode][0].dev)
-	return p, nil
+	return p, evicted, nil
 }
 
 func (a *Allocator) book(id string, p Placement) {
@@ -163,9 +290,10 @@ func (a *Allocator) book(id string, p Placement) {
 		}
 		g.smUsed += s.SMPercent
 		g.memUsed += s.MemoryBytes
-		g.replicas[id] = s
+		g.replicas[id] = booking{slice: s}
 	}
 	a.held[id] = p
+	a.cache.AddReplica(id, p.GPUs[0], p.Node, p.Slice.MemoryBytes)
 }
 
 // Restore books a known placement again, as after a restart. It fails if a
@@ -195,8 +323,37 @@ func (a *Allocator) Restore(id string, p Placement) error {
 	return nil
 }
 
-// Release frees what replica id holds.
-func (a *Allocator) Release(id string) error {
+// Release frees what replica id holds; its models move to the node tier.
+func (a *Allocator) Release(id string, now time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.held[id]; !ok {
+		return ErrUnknownReplica
+	}
+	a.releaseLocked(id, now)
+	return nil
+}
+
+func (a *Allocator) releaseLocked(id string, now time.Time) {
+	p := a.held[id]
+	for _, u := range p.GPUs {
+		g := a.byUUID[u]
+		b := g.replicas[id]
+		if !b.idle {
+			g.smUsed -= b.slice.SMPercent
+		} else {
+			g.idleMem -= b.slice.MemoryBytes
+		}
+		g.memUsed -= b.slice.MemoryBytes
+		delete(g.replicas, id)
+	}
+	delete(a.held, id)
+	a.cache.RemoveReplica(id, now)
+}
+
+// Demote turns replica id into an idle warm replica: out of service, its
+// model kept in memory, its SM share free for others.
+func (a *Allocator) Demote(id string, now time.Time) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.held[id]
@@ -205,13 +362,77 @@ func (a *Allocator) Release(id string) error {
 	}
 	for _, u := range p.GPUs {
 		g := a.byUUID[u]
-		s := g.replicas[id]
-		g.smUsed -= s.SMPercent
-		g.memUsed -= s.MemoryBytes
-		delete(g.replicas, id)
+		b := g.replicas[id]
+		if b.idle {
+			continue
+		}
+		g.smUsed -= b.slice.SMPercent
+		g.idleMem += b.slice.MemoryBytes
+		b.idle = true
+		g.replicas[id] = b
 	}
-	delete(a.held, id)
+	a.cache.SetIdle(id, now)
 	return nil
+}
+
+// Promote puts an idle warm replica back in service, if its SM share is
+// still free.
+func (a *Allocator) Promote(id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.held[id]
+	if !ok {
+		return ErrUnknownReplica
+	}
+	for _, u := range p.GPUs {
+		g := a.byUUID[u]
+		if b := g.replicas[id]; b.idle && g.smUsed+b.slice.SMPercent > 100 {
+			return &NoFitError{Reason: fmt.Sprintf("GPU %s has %d%% SM free, the warm replica needs %d%%", u, 100-g.smUsed, b.slice.SMPercent)}
+		}
+	}
+	for _, u := range p.GPUs {
+		g := a.byUUID[u]
+		b := g.replicas[id]
+		if !b.idle {
+			continue
+		}
+		g.smUsed += b.slice.SMPercent
+		g.idleMem -= b.slice.MemoryBytes
+		b.idle = false
+		g.replicas[id] = b
+	}
+	a.cache.SetActive(id)
+	return nil
+}
+
+// RemoveNode drops a node that is gone, as when it is lost, and returns the
+// replicas that were on it: they need placing elsewhere.
+func (a *Allocator) RemoveNode(node string, now time.Time) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var lost []string
+	for id, p := range a.held {
+		if p.Node == node {
+			a.releaseLocked(id, now)
+			lost = append(lost, id)
+		}
+	}
+	kept := a.gpus[:0]
+	for _, g := range a.gpus {
+		if g.dev.Node == node {
+			delete(a.byUUID, g.dev.UUID)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	a.gpus = kept
+	return lost
+}
+
+// Booking is one replica's slice of one GPU.
+type Booking struct {
+	Slice gpu.Slice `json:"slice"`
+	Idle  bool      `json:"idle"`
 }
 
 // GPUUsage is one GPU's bookings.
@@ -219,8 +440,8 @@ type GPUUsage struct {
 	Device          gpu.Device `json:"device"`
 	SMAllocated     int        `json:"smAllocated"`
 	MemoryAllocated int64      `json:"memoryAllocated"`
-	// Replicas maps replica ID to its slice of this GPU.
-	Replicas map[string]gpu.Slice `json:"replicas"`
+	// Replicas maps replica ID to its booking on this GPU.
+	Replicas map[string]Booking `json:"replicas"`
 }
 
 // Usage is a snapshot of every GPU in inventory order.
@@ -229,16 +450,16 @@ func (a *Allocator) Usage() []GPUUsage {
 	defer a.mu.Unlock()
 	out := make([]GPUUsage, 0, len(a.gpus))
 	for _, g := range a.gpus {
-		r := make(map[string]gpu.Slice, len(g.replicas))
-		for id, s := range g.replicas {
-			r[id] = s
+		r := make(map[string]Booking, len(g.replicas))
+		for id, b := range g.replicas {
+			r[id] = Booking{Slice: b.slice, Idle: b.idle}
 		}
 		out = append(out, GPUUsage{Device: g.dev, SMAllocated: g.smUsed, MemoryAllocated: g.memUsed, Replicas: r})
 	}
 	return out
 }
 
-// Placements lists every booked replica, sorted by ID.
+// Placements lists every booked replica.
 func (a *Allocator) Placements() map[string]Placement {
 	a.mu.Lock()
 	defer a.mu.Unlock()

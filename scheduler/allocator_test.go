@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 )
@@ -69,9 +70,9 @@ func TestReserveBestFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := NewAllocator(tt.inv)
+			a := NewAllocator(tt.inv, nil)
 			for _, s := range tt.steps {
-				p, err := a.Reserve(s.id, s.req)
+				p, err := reserve(a, s.id, s.req)
 				if s.wantGPU == nil {
 					var nf *NoFitError
 					if !errors.As(err, &nf) {
@@ -92,22 +93,22 @@ func TestReserveBestFit(t *testing.T) {
 }
 
 func TestReleaseFreesAndRestoreRebooks(t *testing.T) {
-	a := NewAllocator(inventory([]int64{16}))
+	a := NewAllocator(inventory([]int64{16}), nil)
 	req := gpu.Request{SMPercent: 50, MemoryBytes: 8 << 30}
-	p1, err := a.Reserve("a", req)
+	p1, err := reserve(a, "a", req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Reserve("b", req); err != nil {
+	if _, err := reserve(a, "b", req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Reserve("c", req); err == nil {
+	if _, err := reserve(a, "c", req); err == nil {
 		t.Fatal("third half-GPU replica must not fit")
 	}
-	if err := a.Release("a"); err != nil {
+	if err := a.Release("a", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Release("a"); !errors.Is(err, ErrUnknownReplica) {
+	if err := a.Release("a", time.Time{}); !errors.Is(err, ErrUnknownReplica) {
 		t.Fatalf("second release: %v", err)
 	}
 	if err := a.Restore("a2", p1); err != nil {
@@ -126,7 +127,7 @@ func TestReleaseFreesAndRestoreRebooks(t *testing.T) {
 }
 
 func TestConcurrentReserveNeverOversubscribes(t *testing.T) {
-	a := NewAllocator(gpu.BuiltinInventory("n"))
+	a := NewAllocator(gpu.BuiltinInventory("n"), nil)
 	req := gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -135,7 +136,7 @@ func TestConcurrentReserveNeverOversubscribes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := a.Reserve(fmt.Sprint("r", i), req); err == nil {
+			if _, err := reserve(a, fmt.Sprint("r", i), req); err == nil {
 				mu.Lock()
 				placed++
 				mu.Unlock()
@@ -164,13 +165,13 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 			}
 			nodes = append(nodes, mems)
 		}
-		a := NewAllocator(inventory(nodes...))
+		a := NewAllocator(inventory(nodes...), nil)
 		var log []string
 		var live []string
 		for i := range 300 {
 			if len(live) > 0 && rng.IntN(3) == 0 {
 				k := rng.IntN(len(live))
-				if err := a.Release(live[k]); err != nil {
+				if err := a.Release(live[k], time.Time{}); err != nil {
 					t.Fatal(err)
 				}
 				live = append(live[:k], live[k+1:]...)
@@ -181,7 +182,7 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				req = gpu.Request{WholeGPUs: 1 + rng.IntN(3)}
 			}
 			id := fmt.Sprint("r", i)
-			p, err := a.Reserve(id, req)
+			p, err := reserve(a, id, req)
 			if err != nil {
 				log = append(log, id+": pending")
 				continue
@@ -199,14 +200,24 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	}
 }
 
+func reserve(a *Allocator, id string, req gpu.Request) (Placement, error) {
+	p, evicted, err := a.Place(id, req, Hints{})
+	if len(evicted) > 0 {
+		panic("no idle replicas here, nothing to evict")
+	}
+	return p, err
+}
+
 func checkInvariants(t *testing.T, a *Allocator) {
 	t.Helper()
 	held := a.Placements()
 	for _, u := range a.Usage() {
 		sm, mem := 0, int64(0)
-		for id, s := range u.Replicas {
-			sm += s.SMPercent
-			mem += s.MemoryBytes
+		for id, b := range u.Replicas {
+			if !b.Idle {
+				sm += b.Slice.SMPercent
+			}
+			mem += b.Slice.MemoryBytes
 			if _, ok := held[id]; !ok {
 				t.Fatalf("GPU %s books %s, which holds no placement", u.Device.UUID, id)
 			}
