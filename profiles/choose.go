@@ -1,0 +1,170 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// noSLOTolerance is how much slower than the full GPU a slice may be when
+// a function has no SLO: 10 % buys a much smaller slice for most models
+// (the median RaPP model gets there with 10 % of the SMs at batch 1,
+// research notes §5.3).
+const noSLOTolerance = 1.10
+
+// ErrNoProfile is returned by Store.Choose for a model with no profile.
+var ErrNoProfile = errors.New("no profile")
+
+// ChooseOptions narrows a config choice.
+type ChooseOptions struct {
+	// MaxBatch caps the batch size (0: any measured batch); a function
+	// that cannot batch requests sets 1.
+	MaxBatch int
+	// Fallback is Store.Lookup's answer; when used, the explanation says
+	// the profile was measured on another product.
+	Fallback Fallback
+}
+
+// Choice is the slice a function's replicas get.
+type Choice struct {
+	SMPercent  int
+	Batch      int
+	LatencyMs  float64
+	Throughput float64 // req/s of one replica
+	// Explanation is one line for logs and /system/gpus.
+	Explanation string
+	Fallback    Fallback
+}
+
+// ThroughputPerSM is the figure of merit of a slice: req/s per SM %.
+func (c Choice) ThroughputPerSM() float64 { return c.Throughput / float64(c.SMPercent) }
+
+// UnmetSLOError says no measured slice meets the SLO; Best is the
+// lowest-latency slice, for a caller that runs anyway.
+type UnmetSLOError struct {
+	Model, Product string
+	SLO            time.Duration
+	Best           Choice
+}
+
+func (e *UnmetSLOError) Error() string {
+	return fmt.Sprintf("%s on %s: no slice meets SLO %s: best achievable is %.1f ms (sm %d%% batch %d)",
+		e.Model, e.Product, e.SLO, e.Best.LatencyMs, e.Best.SMPercent, e.Best.Batch)
+}
+
+// Choose picks the slice (SM %, batch) for p's model at FullQuota, among
+// measured points only:
+//
+//   - with an SLO: the point whose latency meets it with the best
+//     throughput per SM %; ties go to the smaller SM %, then the smaller
+//     batch. None meeting it is an *UnmetSLOError.
+//   - with no SLO (0): batch 1 and the smallest SM % whose latency is
+//     within 10 % of the full-GPU latency.
+//
+// Latencies are read as Latency reads them (the lower envelope), which
+// never changes the SLO answer: a point the envelope lowers is always
+// beaten by the smaller-SM point it took its latency from.
+func Choose(p *Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
+	product := p.GPU
+	if opts.Fallback.Used() {
+		product = opts.Fallback.Requested
+	}
+	switch {
+	case slo < 0:
+		return Choice{}, fmt.Errorf("%s on %s: SLO %s is negative", p.Model, product, slo)
+	case opts.MaxBatch < 0:
+		return Choice{}, fmt.Errorf("%s on %s: max batch %d is negative", p.Model, product, opts.MaxBatch)
+	case slo == 0:
+		return chooseWithoutSLO(p, product, opts)
+	}
+
+	sloMs := float64(slo) / float64(time.Millisecond)
+	idx := p.index()
+	var best, fastest Choice
+	for _, batch := range idx.batches[FullQuota] {
+		if opts.MaxBatch > 0 && batch > opts.MaxBatch {
+			break
+		}
+		c := idx.curves[curveKey{batch, FullQuota}]
+		for i, sm := range c.sm {
+			cand := Choice{SMPercent: sm, Batch: batch, LatencyMs: c.env[i], Throughput: throughput(batch, c.env[i])}
+			if fastest.Batch == 0 || cand.LatencyMs < fastest.LatencyMs {
+				fastest = cand
+			}
+			if cand.LatencyMs <= sloMs && (best.Batch == 0 || moreEfficient(cand, best)) {
+				best = cand
+			}
+		}
+	}
+	switch {
+	case fastest.Batch == 0: // no batch under the cap
+		return Choice{}, noBatchErr(p, product, opts.MaxBatch)
+	case best.Batch == 0:
+		fastest.Fallback = opts.Fallback
+		return Choice{}, &UnmetSLOError{Model: p.Model, Product: product, SLO: slo, Best: fastest}
+	}
+	best.Fallback = opts.Fallback
+	best.Explanation = explain(p.Model, product, best,
+		fmt.Sprintf("%.1f ms ≤ SLO %s", best.LatencyMs, slo), opts.Fallback)
+	return best, nil
+}
+
+// moreEfficient orders candidates: throughput per SM % (higher first, equal
+// within float noise), then SM %, then batch (smaller first).
+func moreEfficient(a, b Choice) bool {
+	ea, eb := a.ThroughputPerSM(), b.ThroughputPerSM()
+	if math.Abs(ea-eb) > 1e-9*math.Max(ea, eb) {
+		return ea > eb
+	}
+	if a.SMPercent != b.SMPercent {
+		return a.SMPercent < b.SMPercent
+	}
+	return a.Batch < b.Batch
+}
+
+func chooseWithoutSLO(p *Profile, product string, opts ChooseOptions) (Choice, error) {
+	c, err := p.curve(1, FullQuota)
+	if err != nil {
+		return Choice{}, err
+	}
+	// The largest measured SM % stands for the full GPU; its envelope
+	// value is the best latency seen at any SM %.
+	full := c.env[len(c.env)-1]
+	for i, sm := range c.sm {
+		if c.env[i] <= full*noSLOTolerance {
+			ch := Choice{SMPercent: sm, Batch: 1, LatencyMs: c.env[i], Throughput: throughput(1, c.env[i]), Fallback: opts.Fallback}
+			ch.Explanation = explain(p.Model, product, ch,
+				fmt.Sprintf("%.1f ms within 10%% of full-GPU %.1f ms (no SLO)", ch.LatencyMs, full), opts.Fallback)
+			return ch, nil
+		}
+	}
+	panic("unreachable: the last point is within tolerance of itself")
+}
+
+func noBatchErr(p *Profile, product string, maxBatch int) error {
+	return fmt.Errorf("%s on %s: no batch ≤ %d measured at quota %d%% (measured: %s): %w",
+		p.Model, product, maxBatch, FullQuota, joinInts(p.Batches(FullQuota)), ErrNotMeasured)
+}
+
+func explain(model, product string, c Choice, why string, fb Fallback) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s on %s: sm %d%% batch %d, %s, %.1f req/s (%.1f req/s per SM%%)",
+		model, product, c.SMPercent, c.Batch, why, c.Throughput, c.ThroughputPerSM())
+	if fb.Used() {
+		b.WriteString(" (" + fb.String() + ")")
+	}
+	return b.String()
+}
+
+// Choose looks up model's profile for product (see Lookup) and chooses its
+// slice; a profile from another product is flagged in the explanation.
+func (s *Store) Choose(model, product string, slo time.Duration, opts ChooseOptions) (Choice, error) {
+	p, fb, ok := s.Lookup(model, product)
+	if !ok {
+		return Choice{}, fmt.Errorf("model %q: %w", model, ErrNoProfile)
+	}
+	opts.Fallback = fb
+	return Choose(p, slo, opts)
+}
