@@ -267,19 +267,3 @@ func TestParseScalePolicy(t *testing.T) {
 	}
 }
 
-func TestLeastOutstanding(t *testing.T) {
-	tests := []struct {
-		cands []Candidate
-		want  int
-	}{
-		{nil, -1},
-		{[]Candidate{{"a", 3}, {"b", 1}, {"c", 2}}, 1},
-		{[]Candidate{{"b", 1}, {"a", 1}}, 1},
-		{[]Candidate{{"a", 0}}, 0},
-	}
-	for _, tt := range tests {
-		if got := LeastOutstanding(tt.cands); got != tt.want {
-			t.Errorf("LeastOutstanding(%v) = %d, want %d", tt.cands, got, tt.want)
-		}
-	}
-}

@@ -4,6 +4,8 @@ package scheduler
 type Candidate struct {
 	ID       string
 	InFlight int64
+	// Holds is true when the replica has the request's model in memory.
+	Holds bool
 }
 
 // LeastOutstanding picks the candidate with the fewest requests in flight;
@@ -12,9 +14,29 @@ type Candidate struct {
 func LeastOutstanding(cands []Candidate) int {
 	best := -1
 	for i, c := range cands {
-		if best < 0 || c.InFlight < cands[best].InFlight || (c.InFlight == cands[best].InFlight && c.ID < cands[best].ID) {
+		if best < 0 || less(c, cands[best]) {
 			best = i
 		}
 	}
 	return best
+}
+
+func less(a, b Candidate) bool {
+	return a.InFlight < b.InFlight || (a.InFlight == b.InFlight && a.ID < b.ID)
+}
+
+// LocalityAware is the GPU-enabled FaaS paper's LALB: the least loaded
+// replica holding the model, unless even it has bound or more requests in
+// flight; then the least loaded replica of all (which will load the model).
+func LocalityAware(cands []Candidate, bound int64) int {
+	best := -1
+	for i, c := range cands {
+		if c.Holds && c.InFlight < bound && (best < 0 || less(c, cands[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	return LeastOutstanding(cands)
 }

@@ -1,0 +1,231 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// SliceConfig is one way to run a replica: its SM share and batch size,
+// and what the profile says one replica sustains there.
+type SliceConfig struct {
+	SMPercent  int     `json:"smPercent"`
+	Batch      int     `json:"batch"`
+	Throughput float64 `json:"throughput"` // req/s of one replica
+}
+
+// Efficiency is throughput per SM %, FaST-GShare's RPR at full quota.
+func (c SliceConfig) Efficiency() float64 { return c.Throughput / float64(c.SMPercent) }
+
+// ReplicaCapacity is a live (placed or pending) replica of the function.
+type ReplicaCapacity struct {
+	ID     string
+	Config SliceConfig
+}
+
+// AutoscaleInput is everything one decision reads: no clock, no state.
+type AutoscaleInput struct {
+	Now time.Time
+	// Rate is the observed request rate (req/s), smoothed.
+	Rate        float64
+	LastRequest time.Time
+	Policy      ScalePolicy
+	Replicas    []ReplicaCapacity
+	// Configs are the slices whose profiled latency meets the SLO.
+	Configs       []SliceConfig
+	LastScaleUp   time.Time
+	LastScaleDown time.Time
+}
+
+// AutoscaleOptions tune the autoscaler.
+type AutoscaleOptions struct {
+	// Headroom multiplies the observed rate: capacity aims at rate x headroom.
+	Headroom float64
+	// CoolDown is the quiet time after any scaling before a scale-down.
+	CoolDown time.Duration
+}
+
+// DefaultAutoscaleOptions aim at 20 % spare capacity, FaST-GShare's
+// hysteresis, and wait 30 s before removing replicas.
+var DefaultAutoscaleOptions = AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second}
+
+// Decision is what to change: replicas to add (by slice) and to remove.
+type Decision struct {
+	Add    []SliceConfig
+	Remove []string
+	Reason string
+}
+
+// Empty reports a decision that changes nothing.
+func (d Decision) Empty() bool { return len(d.Add) == 0 && len(d.Remove) == 0 }
+
+// Autoscale decides, for one function, replicas to add or remove so its
+// profiled capacity covers the observed rate with headroom (FaST-GShare's
+// heuristic, slide 12): the gap is filled with the most efficient slice
+// that meets the SLO and the remainder with the smallest slice covering it;
+// surplus goes least efficient first, after a cool-down; an idle function
+// with com.openfaas.scale.zero goes to zero after its zero-duration. The
+// result always respects the scale min and max.
+func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
+	if opts.Headroom < 1 {
+		opts.Headroom = 1
+	}
+	n := len(in.Replicas)
+	if in.Policy.Zero && n > 0 && !in.LastRequest.IsZero() && in.Now.Sub(in.LastRequest) >= in.Policy.ZeroDuration && in.Rate < 1e-3 {
+		d := Decision{Reason: fmt.Sprintf("idle for %s: scale to zero", in.Now.Sub(in.LastRequest).Round(time.Second))}
+		for _, r := range in.Replicas {
+			d.Remove = append(d.Remove, r.ID)
+		}
+		return d
+	}
+	if len(in.Configs) == 0 {
+		return Decision{}
+	}
+	best := mostEfficient(in.Configs)
+	floor := max(in.Policy.Min, 1)
+	if n == 0 && in.Rate < 1e-3 {
+		return Decision{} // scaled to zero and nothing asks for it
+	}
+	capacity := 0.0
+	for _, r := range in.Replicas {
+		capacity += r.Config.Throughput
+	}
+	demand := in.Rate * opts.Headroom
+	switch {
+	case capacity < demand || n < floor:
+		d := Decision{}
+		gap := demand - capacity
+		room := in.Policy.Max - n
+		for gap >= best.Throughput && room > 0 {
+			d.Add = append(d.Add, best)
+			gap -= best.Throughput
+			room--
+		}
+		if gap > 1e-9 && room > 0 {
+			d.Add = append(d.Add, smallestCovering(in.Configs, gap, best))
+			room--
+		}
+		for n+len(d.Add) < floor && room > 0 {
+			d.Add = append(d.Add, best)
+			room--
+		}
+		if len(d.Add) > 0 {
+			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom > capacity %.1f req/s", in.Rate, opts.Headroom, capacity)
+		}
+		return d
+	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
+		byEff := append([]ReplicaCapacity(nil), in.Replicas...)
+		sort.SliceStable(byEff, func(i, j int) bool {
+			ei, ej := byEff[i].Config.Efficiency(), byEff[j].Config.Efficiency()
+			if ei != ej {
+				return ei < ej
+			}
+			return byEff[i].ID > byEff[j].ID
+		})
+		d := Decision{}
+		left := n
+		for _, r := range byEff {
+			if left <= floor {
+				break
+			}
+			if capacity-r.Config.Throughput >= demand {
+				capacity -= r.Config.Throughput
+				d.Remove = append(d.Remove, r.ID)
+				left--
+			}
+		}
+		if n > in.Policy.Max { // a lowered max: shed the least efficient
+			for _, r := range byEff {
+				if left <= in.Policy.Max {
+					break
+				}
+				if !contains(d.Remove, r.ID) {
+					d.Remove = append(d.Remove, r.ID)
+					left--
+				}
+			}
+		}
+		if len(d.Remove) > 0 {
+			d.Reason = fmt.Sprintf("capacity %.1f req/s covers rate %.1f req/s x %.2f without %d replicas", capacity, in.Rate, opts.Headroom, len(d.Remove))
+		}
+		return d
+	}
+	return Decision{}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// mostEfficient is the config with the best throughput per SM %; ties to
+// the smaller slice, then the smaller batch.
+func mostEfficient(cs []SliceConfig) SliceConfig {
+	best := cs[0]
+	for _, c := range cs[1:] {
+		e, be := c.Efficiency(), best.Efficiency()
+		if e > be+1e-12 || (math.Abs(e-be) <= 1e-12 && (c.SMPercent < best.SMPercent || c.SMPercent == best.SMPercent && c.Batch < best.Batch)) {
+			best = c
+		}
+	}
+	return best
+}
+
+// smallestCovering is the config with the fewest SM % whose throughput
+// covers gap; best if none does.
+func smallestCovering(cs []SliceConfig, gap float64, best SliceConfig) SliceConfig {
+	var pick *SliceConfig
+	for i := range cs {
+		c := &cs[i]
+		if c.Throughput+1e-9 < gap {
+			continue
+		}
+		if pick == nil || c.SMPercent < pick.SMPercent || c.SMPercent == pick.SMPercent && c.Throughput > pick.Throughput {
+			pick = c
+		}
+	}
+	if pick == nil {
+		return best
+	}
+	return *pick
+}
+
+// RateEstimator smooths a request counter into a rate with an
+// exponentially weighted moving average.
+type RateEstimator struct {
+	// HalfLife is how long until an old rate counts half.
+	HalfLife time.Duration
+	last     time.Time
+	count    uint64
+	rate     float64
+	started  bool
+}
+
+// Observe feeds the counter's value at now and returns the smoothed rate.
+func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
+	if !e.started {
+		e.started, e.last, e.count = true, now, count
+		return e.rate
+	}
+	dt := now.Sub(e.last).Seconds()
+	if dt <= 0 {
+		return e.rate
+	}
+	inst := float64(count-e.count) / dt
+	hl := e.HalfLife.Seconds()
+	if hl <= 0 {
+		hl = 10
+	}
+	alpha := 1 - math.Exp2(-dt/hl)
+	e.rate += alpha * (inst - e.rate)
+	e.last, e.count = now, count
+	return e.rate
+}
+
+// Rate is the last smoothed rate.
+func (e *RateEstimator) Rate() float64 { return e.rate }

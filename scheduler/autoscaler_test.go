@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Configs shaped like a profile: efficiency falls as the slice grows.
+var configs = []SliceConfig{
+	{SMPercent: 10, Batch: 1, Throughput: 40},  // 4.0 req/s per SM%
+	{SMPercent: 20, Batch: 1, Throughput: 60},  // 3.0
+	{SMPercent: 50, Batch: 1, Throughput: 100}, // 2.0
+}
+
+func replicas(cs ...SliceConfig) []ReplicaCapacity {
+	var out []ReplicaCapacity
+	for i, c := range cs {
+		out = append(out, ReplicaCapacity{ID: string(rune('a' + i)), Config: c})
+	}
+	return out
+}
+
+func TestAutoscale(t *testing.T) {
+	policy := ScalePolicy{Min: 1, Max: 10, ZeroDuration: time.Minute}
+	tests := []struct {
+		name       string
+		in         AutoscaleInput
+		wantAdd    []SliceConfig
+		wantRemove []string
+	}{
+		{
+			name: "gap filled by the most efficient slice, remainder by the smallest covering it",
+			// demand 100 x 1.2 = 120, capacity 40: gap 80 = 2 x 40 exactly.
+			in:      AutoscaleInput{Now: t0, Rate: 100, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0], configs[0]},
+		},
+		{
+			name: "remainder above the efficient slice's throughput takes a bigger slice",
+			// demand 130 x 1.2 = 156, capacity 40: gap 116 = 2 x 40 + 36 -> one more 10% (40 >= 36).
+			in:      AutoscaleInput{Now: t0, Rate: 130, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0], configs[0], configs[0]},
+		},
+		{
+			name:    "max bounds the scale-up",
+			in:      AutoscaleInput{Now: t0, Rate: 1000, Policy: ScalePolicy{Min: 1, Max: 3}, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0], configs[0]},
+		},
+		{
+			name:    "min is kept",
+			in:      AutoscaleInput{Now: t0, Rate: 0, Policy: ScalePolicy{Min: 2, Max: 5}, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0]},
+		},
+		{
+			name: "surplus removed least efficient first after the cool-down",
+			// demand 30 x 1.2 = 36; capacity 40 + 60 + 100 = 200; the 50% one (least efficient) goes, then the 20%.
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: policy,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+			wantRemove: []string{"c", "b"},
+		},
+		{
+			name: "no scale-down during the cool-down",
+			in: AutoscaleInput{Now: t0.Add(10 * time.Second), LastScaleUp: t0, Rate: 30, Policy: policy,
+				Replicas: replicas(configs[0], configs[2]), Configs: configs},
+		},
+		{
+			name: "scale to zero after the idle time",
+			in: AutoscaleInput{Now: t0.Add(2 * time.Minute), LastRequest: t0, Rate: 0,
+				Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Replicas: replicas(configs[0], configs[1]), Configs: configs},
+			wantRemove: []string{"a", "b"},
+		},
+		{
+			name: "not before the idle time",
+			in: AutoscaleInput{Now: t0.Add(30 * time.Second), LastRequest: t0, Rate: 0,
+				Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Replicas: replicas(configs[0]), Configs: configs},
+		},
+		{
+			name: "at zero with no traffic stays at zero",
+			in:   AutoscaleInput{Now: t0, Rate: 0, Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Configs: configs},
+		},
+		{
+			name:    "at zero with traffic scales up",
+			in:      AutoscaleInput{Now: t0, Rate: 10, Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Configs: configs},
+			wantAdd: []SliceConfig{configs[0]},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Autoscale(tt.in, DefaultAutoscaleOptions)
+			if !reflect.DeepEqual(d.Add, tt.wantAdd) || !reflect.DeepEqual(d.Remove, tt.wantRemove) {
+				t.Fatalf("add %v remove %v (%s); want add %v remove %v", d.Add, d.Remove, d.Reason, tt.wantAdd, tt.wantRemove)
+			}
+			if !d.Empty() && d.Reason == "" {
+				t.Fatal("a decision must say why")
+			}
+		})
+	}
+}
+
+func TestRateEstimator(t *testing.T) {
+	e := RateEstimator{HalfLife: 10 * time.Second}
+	e.Observe(0, t0)
+	var r float64
+	for i := 1; i <= 120; i++ { // 50 req/s for two minutes
+		r = e.Observe(uint64(50*i), t0.Add(time.Duration(i)*time.Second))
+	}
+	if math.Abs(r-50) > 0.5 {
+		t.Fatalf("steady 50 req/s estimated as %.2f", r)
+	}
+	r = e.Observe(uint64(50*120), t0.Add(130*time.Second)) // 10 s of silence: one half-life
+	if math.Abs(r-25) > 0.5 {
+		t.Fatalf("after one half-life of silence the rate should halve, got %.2f", r)
+	}
+}
