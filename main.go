@@ -20,6 +20,8 @@ import (
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/local"
+	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	bootstrap "github.com/openfaas/faas-provider"
 	"github.com/openfaas/faas-provider/auth"
 	"github.com/openfaas/faas-provider/types"
@@ -37,6 +39,8 @@ const usage = `faas-gpu: an OpenFaaS provider for deep-learning inference on sha
 
 Usage:
   faas-gpu [serve] [flags]   run the provider (the default verb)
+  faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]
+                             convert a measured latency table into profile files
   faas-gpu version           print the version
   faas-gpu help              print this help
 
@@ -65,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch verb {
 	case "serve":
 		return serve(args, stderr)
+	case "profiles":
+		return profilesCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
 		return nil
@@ -79,6 +85,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 type serveOptions struct {
+	profilesDir      string
+	router           string
+	localityBound    int64
+	tick             time.Duration
+	warmTTL          time.Duration
+	headroom         float64
+	coolDown         time.Duration
 	stateDir         string
 	inventory        string
 	nodeName         string
@@ -113,6 +126,13 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.mpsPipeDir, "mps-pipe-dir", "/tmp/nvidia-mps", "CUDA_MPS_PIPE_DIRECTORY given to replicas")
 	fs.DurationVar(&o.emulatedLatency, "emulated-latency", 20*time.Millisecond, "latency of an emulated replica's request (ResNet-50 on a whole V100 is about 20 ms)")
 	fs.DurationVar(&o.emulatedLoadTime, "emulated-load-time", time.Second, "model load time an emulated replica pays on its first request")
+	fs.StringVar(&o.profilesDir, "profiles", "", "folder of extra profile files (docs/profiles.md); they override the built-in V100 profiles")
+	fs.StringVar(&o.router, "router", "locality", "request routing: locality (prefer replicas holding the model) or least-outstanding")
+	fs.Int64Var(&o.localityBound, "locality-bound", 2, "requests in flight at which a replica holding the model stops being preferred")
+	fs.DurationVar(&o.tick, "autoscale-interval", time.Second, "how often the autoscaler runs")
+	fs.Float64Var(&o.headroom, "autoscale-headroom", scheduler.DefaultAutoscaleOptions.Headroom, "capacity the autoscaler keeps above the observed rate (1.2 = 20 % spare)")
+	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
+	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "how long a scaled-down replica keeps its model in GPU memory")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.Usage = func() {
@@ -219,11 +239,34 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	store, err := loadProfiles(o.profilesDir, log)
+	if err != nil {
+		return err
+	}
+	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound}
+	switch o.router {
+	case "locality":
+		proxyOpts.Router = handlers.RouteLocality
+	case "least-outstanding":
+		proxyOpts.Router = handlers.RouteLeastOutstanding
+	default:
+		return fmt.Errorf("-router: %q is not locality or least-outstanding", o.router)
+	}
+	if o.headroom < 1 {
+		return fmt.Errorf("-autoscale-headroom: %v must be 1 or more", o.headroom)
+	}
+	if o.tick <= 0 {
+		return fmt.Errorf("-autoscale-interval: must be positive")
+	}
 	backend, err := local.New(local.Config{
 		StateDir:   o.stateDir,
 		Inventory:  inv,
 		MPSPipeDir: o.mpsPipeDir,
 		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
+		Profiles:   store,
+		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
+		Tick:       o.tick,
+		WarmTTL:    o.warmTTL,
 		Log:        log.Named("local"),
 	})
 	if err != nil {
@@ -250,7 +293,7 @@ func serve(args []string, stderr io.Writer) error {
 		Logs:            handlers.MakeLogsHandler(backend, backend, cfg.WriteTimeout),
 		ListNamespaces:  protect(handlers.MakeNamespacesHandler(backend)),
 		MutateNamespace: protect(handlers.MakeMutateNamespaceHandler(backend)),
-		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, cfg.ReadTimeout, log.Named("proxy")),
+		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, proxyOpts, log.Named("proxy")),
 		Health:          handlers.MakeHealthHandler(),
 	}
 	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend))).Methods(http.MethodGet)
@@ -269,4 +312,51 @@ func serve(args []string, stderr io.Writer) error {
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return backend.Close(closeCtx)
+}
+
+// loadProfiles is the built-in profiles plus, when given, a folder of the
+// user's, which override built-ins of the same model and product.
+func loadProfiles(dir string, log *zap.Logger) (*profiles.Store, error) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		return nil, fmt.Errorf("built-in profiles: %w", err)
+	}
+	if dir != "" {
+		n, err := store.LoadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("-profiles: %w", err)
+		}
+		log.Info("profiles loaded", zap.String("dir", dir), zap.Int("files", n))
+	}
+	log.Info("profiles", zap.Int("models", len(store.Models())))
+	return store, nil
+}
+
+func profilesCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "import" {
+		return fmt.Errorf("usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]")
+	}
+	fs := flag.NewFlagSet("profiles import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	csvPath := fs.String("csv", "", "measured table: model,batch,sm_percent,quota_percent,latency_ms")
+	product := fs.String("gpu", "", "GPU product the table was measured on, as NVML names it (e.g. \"Tesla V100-SXM2-16GB\")")
+	out := fs.String("out", ".", "folder to write <model>.yaml files into")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *csvPath == "" {
+		return fmt.Errorf("profiles import: --csv is required")
+	}
+	if *product == "" {
+		return fmt.Errorf("profiles import: --gpu is required")
+	}
+	n, err := profiles.ImportCSVToDir(*csvPath, *product, *out)
+	if err != nil {
+		return fmt.Errorf("profiles import: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, *out)
+	return nil
 }

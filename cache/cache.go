@@ -119,6 +119,16 @@ func (c *Cache) AddReplica(id, gpu, node string, capacity int64) {
 	c.replicas[id] = &replica{id: id, gpu: gpu, node: node, capacity: capacity, lru: list.New(), byName: map[string]*list.Element{}}
 }
 
+// SetCapacity changes how many bytes of models a replica can hold, as when
+// the CUDA context's share of its memory becomes known.
+func (c *Cache) SetCapacity(id string, capacity int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.replicas[id]; ok {
+		r.capacity = capacity
+	}
+}
+
 // RemoveReplica forgets a replica. Its models stay in the node tier: the
 // node just had them.
 func (c *Cache) RemoveReplica(id string, now time.Time) {

@@ -52,7 +52,7 @@ func newServer(t *testing.T) *httptest.Server {
 	r.HandleFunc("/system/gpus", handlers.MakeGPUsHandler(b)).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", handlers.MakeHealthHandler()).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(inv)).Methods(http.MethodGet)
-	proxy := handlers.MakeProxyHandler(b, inv, 5*time.Second, log)
+	proxy := handlers.MakeProxyHandler(b, inv, handlers.ProxyOptions{Timeout: 5 * time.Second}, log)
 	r.HandleFunc("/function/"+name, proxy)
 	r.HandleFunc("/function/"+name+"/", proxy)
 	r.HandleFunc("/function/"+name+"/{params:.*}", proxy)

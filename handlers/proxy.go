@@ -19,7 +19,34 @@ import (
 // ReplicaResolver lists a function's ready replicas; an unknown function is
 // an error wrapping fs.ErrNotExist.
 type ReplicaResolver interface {
-	ReadyEndpoints(namespace, name string) ([]scheduler.Endpoint, error)
+	// ReadyEndpoints marks the replicas holding model ("" for the
+	// function's own).
+	ReadyEndpoints(namespace, name, model string) ([]scheduler.Endpoint, error)
+}
+
+// HeaderModel names the model a request is for, for functions that serve
+// many models.
+const HeaderModel = "X-Model"
+
+// Router chooses among ready replicas.
+type Router int
+
+const (
+	// RouteLocality prefers a replica holding the request's model unless
+	// its queue is at the bound (LALB), else the least loaded.
+	RouteLocality Router = iota
+	// RouteLeastOutstanding ignores models.
+	RouteLeastOutstanding
+)
+
+// ProxyOptions tune the invocation proxy.
+type ProxyOptions struct {
+	// Timeout bounds one invocation (read_timeout).
+	Timeout time.Duration
+	Router  Router
+	// LocalityBound is the queue length at which a replica holding the
+	// model stops being preferred.
+	LocalityBound int64
 }
 
 // HeaderReplica names the replica that served a request, so clients and
@@ -40,7 +67,11 @@ type proxyTargetKey struct{}
 // faas-gpu's own reverse proxy rather than faas-provider's: it streams
 // bodies both ways, routes to the ready replica with the fewest requests in
 // flight, and gives long GPU jobs the whole timeout instead of 10 s.
-func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, timeout time.Duration, log *zap.Logger) http.HandlerFunc {
+func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOptions, log *zap.Logger) http.HandlerFunc {
+	timeout := opts.Timeout
+	if opts.LocalityBound <= 0 {
+		opts.LocalityBound = 2
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -89,7 +120,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, timeout time.D
 			http.Error(w, "Provide function name in the request path", http.StatusBadRequest)
 			return
 		}
-		eps, err := resolver.ReadyEndpoints(ns, name)
+		eps, err := resolver.ReadyEndpoints(ns, name, r.Header.Get(HeaderModel))
 		if err != nil {
 			w.Header().Set(internalHeader, "proxy")
 			if errors.Is(err, fs.ErrNotExist) {
@@ -101,9 +132,12 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, timeout time.D
 		}
 		cands := make([]scheduler.Candidate, len(eps))
 		for i, ep := range eps {
-			cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load()}
+			cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Holds: ep.Holds}
 		}
 		pick := scheduler.LeastOutstanding(cands)
+		if opts.Router == RouteLocality {
+			pick = scheduler.LocalityAware(cands, opts.LocalityBound)
+		}
 		if pick < 0 {
 			w.Header().Set(internalHeader, "proxy")
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)

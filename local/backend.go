@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/logs"
 	"github.com/openfaas/faas-provider/types"
@@ -35,19 +34,36 @@ type Config struct {
 	Inventory gpu.Inventory
 	// MPSPipeDir is given to replicas as CUDA_MPS_PIPE_DIRECTORY.
 	MPSPipeDir string
-	// Emulation is how replicas of image-only functions behave.
+	// Emulation is how replicas of image-only functions behave when no
+	// profile describes their model.
 	Emulation Emulation
-	Log       *zap.Logger
+	// Profiles give slices, latencies and load times; nil: none.
+	Profiles *profiles.Store
+	// Autoscale tunes the SLO autoscaler.
+	Autoscale scheduler.AutoscaleOptions
+	// Tick is the autoscaler's period; 0 runs no loop (tests call Tick).
+	Tick time.Duration
+	// WarmTTL is how long an idle warm replica keeps its model before it
+	// is stopped.
+	WarmTTL time.Duration
+	// NodeLoadFactor is the share of a cold load a load from the node tier
+	// (host memory or local disk) takes.
+	NodeLoadFactor float64
+	Log            *zap.Logger
 }
 
 // Backend runs functions as local processes or emulated GPU workers, placed
 // on the inventory's GPUs by the scheduler.
 type Backend struct {
-	cfg   Config
-	log   *zap.Logger
-	alloc *scheduler.Allocator
-	state *stateStore
-	logs  *logHub
+	cfg     Config
+	log     *zap.Logger
+	alloc   *scheduler.Allocator
+	cache   *cache.Cache
+	state   *stateStore
+	logs    *logHub
+	product string // the GPU product profiles are chosen for
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu         sync.Mutex
 	functions  map[string]*function // key: namespace/name
@@ -56,14 +72,24 @@ type Backend struct {
 }
 
 type function struct {
-	spec      scheduler.Function
+	spec      scheduler.Function // as deployed
+	plan      plan               // what the profiles made of it
 	desired   int
 	createdAt time.Time
-	replicas  []*replica
+	replicas  []*replica // placed or pending, in service
+	idle      []*replica // warm: model in memory, out of service, most recent last
+
+	requests    atomic.Uint64
+	lastRequest atomic.Int64 // unix nanoseconds
+	rate        scheduler.RateEstimator
+	lastUp      time.Time
+	lastDown    time.Time
+	lastScale   string
 }
 
 type replica struct {
 	id           string
+	config       scheduler.SliceConfig
 	placement    *scheduler.Placement
 	pendingSince time.Time
 	reason       string
@@ -75,7 +101,7 @@ type replica struct {
 func key(ns, name string) string { return ns + "/" + name }
 
 // New opens the state dir, restores every function with its placements and
-// starts its replicas.
+// starts its replicas and, with a Tick, the autoscaler.
 func New(cfg Config) (*Backend, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -83,78 +109,146 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.MPSPipeDir == "" {
 		cfg.MPSPipeDir = "/tmp/nvidia-mps"
 	}
+	if cfg.Profiles == nil {
+		cfg.Profiles = profiles.NewStore()
+	}
+	if cfg.Autoscale == (scheduler.AutoscaleOptions{}) {
+		cfg.Autoscale = scheduler.DefaultAutoscaleOptions
+	}
+	if cfg.WarmTTL <= 0 {
+		cfg.WarmTTL = 10 * time.Minute
+	}
+	if cfg.NodeLoadFactor <= 0 {
+		cfg.NodeLoadFactor = defaultNodeLoadFactor
+	}
 	st, err := openState(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
+	c := cache.New(cache.DefaultOptions)
 	b := &Backend{
 		cfg:       cfg,
 		log:       cfg.Log,
-		alloc:     scheduler.NewAllocator(cfg.Inventory),
+		alloc:     scheduler.NewAllocator(cfg.Inventory, c),
+		cache:     c,
 		state:     st,
 		logs:      newLogHub(2000),
+		product:   mainProduct(cfg.Inventory),
 		functions: map[string]*function{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
-	if b.namespaces, err = st.loadNamespaces(); err != nil {
+	if err := b.restore(); err != nil {
 		st.close()
 		return nil, err
 	}
-	if _, ok := b.namespaces[DefaultNamespace]; !ok {
-		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
-	}
-	recs, err := st.loadFunctions()
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, rec := range recs {
-		fn := &function{spec: rec.Function, desired: rec.Replicas, createdAt: rec.CreatedAt}
-		for _, pr := range rec.Placed {
-			r := &replica{id: pr.ID, pendingSince: time.Now()}
-			p := pr.Placement
-			if err := b.alloc.Restore(pr.ID, p); err != nil {
-				b.log.Warn("placement not restored, replica pending", zap.String("replica", pr.ID), zap.Error(err))
-			} else {
-				r.placement = &p
-			}
-			fn.replicas = append(fn.replicas, r)
-		}
-		b.functions[key(rec.Function.Namespace(), rec.Function.Name())] = fn
-		b.growLocked(fn)
-		b.log.Info("function restored", zap.String("function", rec.Function.Name()), zap.String("namespace", rec.Function.Namespace()), zap.Int("replicas", rec.Replicas), zap.Int("placed", len(rec.Placed)))
-	}
-	for _, fn := range b.sortedFunctionsLocked() {
-		for _, r := range fn.replicas {
-			if r.placement != nil {
-				b.startLocked(fn, r)
-			}
-		}
-	}
-	b.reconcileLocked()
-	for _, fn := range b.functions {
-		if err := b.saveLocked(fn); err != nil {
-			return nil, err
-		}
+	if cfg.Tick > 0 {
+		go b.loop(cfg.Tick)
+	} else {
+		close(b.done)
 	}
 	return b, nil
 }
 
-// Close stops every replica; functions stay in the state dir.
+// mainProduct is the product most GPUs of the inventory are: profiles are
+// chosen for it.
+func mainProduct(inv gpu.Inventory) string {
+	count := map[string]int{}
+	best := ""
+	for _, d := range inv.Devices() {
+		count[d.Product]++
+		if best == "" || count[d.Product] > count[best] || count[d.Product] == count[best] && d.Product < best {
+			best = d.Product
+		}
+	}
+	return best
+}
+
+func (b *Backend) restore() error {
+	var err error
+	if b.namespaces, err = b.state.loadNamespaces(); err != nil {
+		return err
+	}
+	if _, ok := b.namespaces[DefaultNamespace]; !ok {
+		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
+	}
+	recs, err := b.state.loadFunctions()
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for _, rec := range recs {
+		pl, err := b.planFor(rec.Function)
+		if err != nil {
+			b.log.Warn("function's profile changed; keeping its stored request", zap.String("function", rec.Function.Name()), zap.Error(err))
+			pl = plan{req: rec.Function.GPU, base: scheduler.SliceConfig{SMPercent: rec.Function.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, decision: err.Error()}
+		}
+		fn := &function{spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt}
+		for _, pr := range rec.Placed {
+			r := &replica{id: pr.ID, config: pr.Config, pendingSince: now}
+			if r.config.SMPercent == 0 {
+				r.config = pl.base
+			}
+			p := pr.Placement
+			if err := b.alloc.Restore(pr.ID, p); err != nil {
+				b.log.Warn("placement not restored, replica pending", zap.String("replica", pr.ID), zap.Error(err))
+				if !pr.Idle {
+					fn.replicas = append(fn.replicas, r)
+				}
+				continue
+			}
+			r.placement = &p
+			if pr.Idle {
+				_ = b.alloc.Demote(pr.ID, now)
+				fn.idle = append(fn.idle, r)
+			} else {
+				fn.replicas = append(fn.replicas, r)
+			}
+		}
+		b.functions[key(rec.Function.Namespace(), rec.Function.Name())] = fn
+		b.growLocked(fn, now)
+		b.log.Info("function restored", zap.String("function", rec.Function.Name()), zap.String("namespace", rec.Function.Namespace()),
+			zap.Int("replicas", rec.Replicas), zap.Int("placed", len(rec.Placed)))
+	}
+	for _, fn := range b.sortedFunctionsLocked() {
+		for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
+			if r.placement != nil {
+				b.startLocked(fn, r, now)
+			}
+		}
+	}
+	b.reconcileLocked(now)
+	for _, fn := range b.functions {
+		if err := b.saveLocked(fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops the autoscaler and every replica; functions stay in the
+// state dir.
 func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
 	b.closed = true
-	var runs []stopJob
+	close(b.stop)
+	var jobs []stopJob
 	for _, fn := range b.functions {
-		for _, r := range fn.replicas {
+		for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
 			if r.run != nil {
-				runs = append(runs, stopJob{run: r.run})
+				jobs = append(jobs, stopJob{run: r.run})
 			}
 		}
 	}
 	b.mu.Unlock()
-	stopAll(ctx, runs)
+	<-b.done
+	stopAll(ctx, jobs)
 	return b.state.close()
 }
 
@@ -186,16 +280,20 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ns, name := spec.Namespace(), spec.Name()
-	if err := b.checkLocked(spec); err != nil {
+	pl, err := b.checkLocked(spec)
+	if err != nil {
 		return err
 	}
 	if _, ok := b.functions[key(ns, name)]; ok {
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrExist)
 	}
-	fn := &function{spec: spec, desired: spec.Scale.InitialReplicas(), createdAt: time.Now().UTC()}
+	now := time.Now()
+	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC()}
+	fn.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
 	b.functions[key(ns, name)] = fn
-	b.growLocked(fn)
-	b.reconcileLocked()
+	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.decision))
+	b.growLocked(fn, now)
+	b.reconcileLocked(now)
 	return b.saveLocked(fn)
 }
 
@@ -209,34 +307,41 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 		b.mu.Unlock()
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
-	if err := b.checkLocked(spec); err != nil {
+	pl, err := b.checkLocked(spec)
+	if err != nil {
 		b.mu.Unlock()
 		return err
 	}
-	stopped := b.shrinkLocked(fn, 0)
-	fn.spec = spec
+	now := time.Now()
+	stopped := b.dropAllLocked(fn, now)
+	fn.spec, fn.plan = spec, pl
 	fn.desired = spec.Scale.Clamp(fn.desired)
-	b.growLocked(fn)
-	b.reconcileLocked()
-	err := b.saveLocked(fn)
+	b.growLocked(fn, now)
+	b.reconcileLocked(now)
+	err = b.saveLocked(fn)
 	b.mu.Unlock()
 	go stopAll(context.Background(), stopped)
 	return err
 }
 
-// checkLocked rejects what could never run: an unknown namespace, a missing
-// secret, a slice larger than any GPU.
-func (b *Backend) checkLocked(spec scheduler.Function) error {
+// checkLocked rejects what could never run (an unknown namespace, a missing
+// secret, a slice larger than any GPU, an SLO no slice meets) and returns
+// the function's plan.
+func (b *Backend) checkLocked(spec scheduler.Function) (plan, error) {
 	ns := spec.Namespace()
 	if _, ok := b.namespaces[ns]; !ok {
-		return &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
+		return plan{}, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
 	}
 	for _, s := range spec.Deployment.Secrets {
 		if !b.state.secretExists(ns, s) {
-			return &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
+			return plan{}, &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
 		}
 	}
-	return scheduler.CanEverFit(b.cfg.Inventory, spec.GPU)
+	pl, err := b.planFor(spec)
+	if err != nil {
+		return plan{}, err
+	}
+	return pl, scheduler.CanEverFit(b.cfg.Inventory, pl.req)
 }
 
 // Delete removes a function and its replicas.
@@ -247,10 +352,11 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 		b.mu.Unlock()
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
-	stopped := b.shrinkLocked(fn, 0)
+	now := time.Now()
+	stopped := b.dropAllLocked(fn, now)
 	delete(b.functions, key(ns, name))
 	err := b.state.deleteFunction(ns, name)
-	b.reconcileLocked()
+	b.reconcileLocked(now)
 	b.mu.Unlock()
 	b.logs.Forget(ns, name)
 	stopAll(ctx, stopped)
@@ -258,38 +364,33 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 }
 
 // Scale sets the desired replica count, inside the function's bounds.
+// Replicas taken away stay warm (model in memory, out of service) so the
+// next scale-up is a cache hit.
 func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	fn, ok := b.functions[key(ns, name)]
 	if !ok {
-		b.mu.Unlock()
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
 	want := fn.spec.Scale.Clamp(replicas)
 	if want != replicas {
 		b.log.Info("replica count clamped to the function's scale bounds", zap.String("function", name), zap.Int("asked", replicas), zap.Int("set", want))
 	}
-	fn.desired = want
-	stopped := b.shrinkLocked(fn, want)
-	b.growLocked(fn)
-	b.reconcileLocked()
-	err := b.saveLocked(fn)
-	b.mu.Unlock()
-	stopAll(ctx, stopped)
-	return err
-}
-
-// growLocked adds pending replicas up to the desired count.
-func (b *Backend) growLocked(fn *function) {
-	for len(fn.replicas) < fn.desired {
-		fn.replicas = append(fn.replicas, &replica{id: newReplicaID(fn.spec.Name()), pendingSince: time.Now().UTC()})
+	now := time.Now()
+	if want > fn.desired {
+		fn.lastRequest.Store(now.UnixNano()) // a scale-up is demand: not idle
 	}
+	b.setDesiredLocked(fn, want, now)
+	b.reconcileLocked(now)
+	return b.saveLocked(fn)
 }
 
-// shrinkLocked removes replicas above n, pending ones first, then the
-// newest, releases their GPUs and returns the replicas to stop.
-func (b *Backend) shrinkLocked(fn *function, n int) []stopJob {
-	var stopped []stopJob
+// setDesiredLocked grows or shrinks fn to n replicas: growth reuses warm
+// replicas first, shrinking drops pending replicas first, then keeps the
+// newest placed ones warm.
+func (b *Backend) setDesiredLocked(fn *function, n int, now time.Time) {
+	fn.desired = n
 	for len(fn.replicas) > n {
 		victim := len(fn.replicas) - 1
 		for i := len(fn.replicas) - 1; i >= 0; i-- {
@@ -298,19 +399,76 @@ func (b *Backend) shrinkLocked(fn *function, n int) []stopJob {
 				break
 			}
 		}
-		r := fn.replicas[victim]
-		fn.replicas = append(fn.replicas[:victim], fn.replicas[victim+1:]...)
-		if r.placement != nil {
-			if err := b.alloc.Release(r.id); err != nil {
-				b.log.Error("release", zap.String("replica", r.id), zap.Error(err))
-			}
-		}
-		if r.run != nil {
-			b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "replica removed", time.Now())
-		}
-		stopped = append(stopped, stopJob{run: r.run, dir: b.state.replicaDir(r.id)})
+		b.retireLocked(fn, victim, now)
 	}
-	return stopped
+	b.growLocked(fn, now)
+}
+
+// retireLocked takes replica i out of service: a pending one is forgotten,
+// a placed one becomes an idle warm replica.
+func (b *Backend) retireLocked(fn *function, i int, now time.Time) {
+	r := fn.replicas[i]
+	fn.replicas = append(fn.replicas[:i], fn.replicas[i+1:]...)
+	if r.placement == nil {
+		return
+	}
+	if err := b.alloc.Demote(r.id, now); err != nil {
+		b.log.Error("demote", zap.String("replica", r.id), zap.Error(err))
+	}
+	fn.idle = append(fn.idle, r)
+	b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "scaled down: kept warm, model in memory, out of service", now)
+}
+
+// growLocked brings fn up to its desired count: warm replicas first, most
+// recently idle first, then new pending replicas of the base slice.
+func (b *Backend) growLocked(fn *function, now time.Time) {
+	for len(fn.replicas) < fn.desired && b.promoteLocked(fn, fn.plan.base, false) {
+	}
+	for len(fn.replicas) < fn.desired {
+		fn.replicas = append(fn.replicas, &replica{id: newReplicaID(fn.spec.Name()), config: fn.plan.base, pendingSince: now.UTC()})
+	}
+}
+
+// promoteLocked puts one of fn's warm replicas back in service, preferring
+// one of config c when exact. It reports whether one came back.
+func (b *Backend) promoteLocked(fn *function, c scheduler.SliceConfig, exact bool) bool {
+	for i := len(fn.idle) - 1; i >= 0; i-- {
+		r := fn.idle[i]
+		if exact && r.config.SMPercent != c.SMPercent {
+			continue
+		}
+		if err := b.alloc.Promote(r.id); err != nil {
+			continue // its SM share went to someone else meanwhile
+		}
+		fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
+		fn.replicas = append(fn.replicas, r)
+		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "scaled up: warm replica back in service, no model load", time.Now())
+		return true
+	}
+	return false
+}
+
+// dropAllLocked releases every replica of fn, in service or warm, and
+// returns them to stop.
+func (b *Backend) dropAllLocked(fn *function, now time.Time) []stopJob {
+	var jobs []stopJob
+	for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
+		jobs = append(jobs, b.releaseLocked(fn, r, now))
+	}
+	fn.replicas, fn.idle = nil, nil
+	return jobs
+}
+
+func (b *Backend) releaseLocked(fn *function, r *replica, now time.Time) stopJob {
+	if r.placement != nil {
+		if err := b.alloc.Release(r.id, now); err != nil {
+			b.log.Error("release", zap.String("replica", r.id), zap.Error(err))
+		}
+	}
+	if r.run != nil {
+		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "replica removed", now)
+	}
+	return stopJob{run: r.run, dir: b.state.replicaDir(r.id)}
 }
 
 func (b *Backend) sortedFunctionsLocked() []*function {
@@ -327,158 +485,15 @@ func (b *Backend) sortedFunctionsLocked() []*function {
 	return fns
 }
 
-// reconcileLocked places pending replicas, oldest function first, and starts
-// them. It runs after every change that may free or need capacity.
-func (b *Backend) reconcileLocked() {
-	if b.closed {
-		return
-	}
-	for _, fn := range b.sortedFunctionsLocked() {
-		placedAny := false
-		for _, r := range fn.replicas {
-			if r.placement != nil {
-				continue
-			}
-			p, err := b.alloc.Reserve(r.id, fn.spec.GPU)
-			if err != nil {
-				if r.reason != err.Error() {
-					r.reason = err.Error()
-					b.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("replica", r.id), zap.String("reason", r.reason))
-					b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "pending: "+r.reason, time.Now())
-				}
-				break // the function's other replicas ask the same: no room for them either
-			}
-			r.placement, r.reason = &p, ""
-			placedAny = true
-			b.startLocked(fn, r)
-		}
-		if placedAny {
-			if err := b.saveLocked(fn); err != nil {
-				b.log.Error("save placements", zap.String("function", fn.spec.Name()), zap.Error(err))
-			}
-		}
-	}
-}
-
-// startLocked launches a placed replica.
-func (b *Backend) startLocked(fn *function, r *replica) {
-	ns, name := fn.spec.Namespace(), fn.spec.Name()
-	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
-	spec, err := b.replicaSpec(fn, r)
-	if err != nil {
-		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
-		sink(r.id, "not started: "+err.Error())
-		return
-	}
-	var run runner
-	switch {
-	case spec.Process == "":
-		run, r.emulated = newEmulatedRunner(spec, sink, b.log), true
-	case spec.HTTPMode:
-		run = newProcessRunner(spec, sink, b.log)
-	default:
-		run = newClassicRunner(spec, sink, b.log)
-	}
-	if err := run.Start(); err != nil {
-		b.log.Error("replica failed to start", zap.String("replica", r.id), zap.Error(err))
-		sink(r.id, "failed to start: "+err.Error())
-		return
-	}
-	r.run = run
-	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
-		zap.String("node", r.placement.Node), zap.Strings("gpus", r.placement.GPUs), zap.Int("smPercent", r.placement.Slice.SMPercent),
-		zap.String("memory", gpu.FormatBytes(r.placement.Slice.MemoryBytes)), zap.Bool("emulated", r.emulated), zap.String("url", run.URL()))
-	sink(r.id, fmt.Sprintf("placed on %s GPU %s with %d%% SM and %s", r.placement.Node, strings.Join(r.placement.GPUs, ","), r.placement.Slice.SMPercent, gpu.FormatBytes(r.placement.Slice.MemoryBytes)))
-}
-
-// processOf is the function's process: envProcess, or an fprocess env var
-// as the watchdog reads it.
-func processOf(dep types.FunctionDeployment) string {
-	if dep.EnvProcess != "" {
-		return dep.EnvProcess
-	}
-	return dep.EnvVars["fprocess"]
-}
-
-// Provider settings that must not leak into a function's environment.
-var providerEnv = map[string]bool{"port": true, "basic_auth": true, "secret_mount_path": true, "read_timeout": true, "write_timeout": true}
-
-func (b *Backend) replicaSpec(fn *function, r *replica) (ReplicaSpec, error) {
-	dep := fn.spec.Deployment
-	dir := b.state.replicaDir(r.id)
-	secretsDir := filepath.Join(dir, "secrets")
-	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
-		return ReplicaSpec{}, fmt.Errorf("replica dir: %w", err)
-	}
-	for _, s := range dep.Secrets {
-		v, err := b.state.readSecret(dep.Namespace, s)
-		if err != nil {
-			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
-		}
-		if err := os.WriteFile(filepath.Join(secretsDir, s), v, 0o600); err != nil {
-			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
-		}
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] {
-			env = append(env, kv)
-		}
-	}
-	keys := make([]string, 0, len(dep.EnvVars))
-	for k := range dep.EnvVars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+dep.EnvVars[k])
-	}
-	process := processOf(dep)
-	if process != "" {
-		env = append(env, "fprocess="+process)
-	}
-	env = append(env, placementEnv(*r.placement, b.cfg.MPSPipeDir)...)
-	env = append(env,
-		"secret_mount_path="+secretsDir+"/",
-		"FAAS_GPU_REPLICA="+r.id,
-		"FAAS_GPU_MODEL="+fn.spec.GPU.Model,
-	)
-	return ReplicaSpec{
-		ID:        r.id,
-		Function:  dep.Service,
-		Namespace: dep.Namespace,
-		Process:   process,
-		HTTPMode:  dep.EnvVars["mode"] == "http",
-		Env:       env,
-		WorkDir:   dir,
-		Emulation: Emulation{Latency: b.cfg.Emulation.Latency, LoadTime: b.cfg.Emulation.LoadTime, Model: fn.spec.GPU.Model},
-	}, nil
-}
-
-// placementEnv is what tells CUDA and MPS which GPU and how much of it the
-// replica may use.
-func placementEnv(p scheduler.Placement, pipeDir string) []string {
-	devices := strings.Join(p.GPUs, ",")
-	limits := make([]string, len(p.GPUs))
-	for i := range p.GPUs {
-		// CUDA numbers the visible devices from 0 inside the process.
-		limits[i] = fmt.Sprintf("%d=%dM", i, p.Slice.MemoryBytes>>20)
-	}
-	return []string{
-		"NVIDIA_VISIBLE_DEVICES=" + devices,
-		"CUDA_VISIBLE_DEVICES=" + devices,
-		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(p.Slice.SMPercent),
-		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + strings.Join(limits, ","),
-		"CUDA_MPS_PIPE_DIRECTORY=" + pipeDir,
-	}
-}
-
 func (b *Backend) saveLocked(fn *function) error {
 	rec := functionRecord{Function: fn.spec, Replicas: fn.desired, CreatedAt: fn.createdAt}
 	for _, r := range fn.replicas {
 		if r.placement != nil {
-			rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement})
+			rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement, Config: r.config})
 		}
+	}
+	for _, r := range fn.idle {
+		rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement, Config: r.config, Idle: true})
 	}
 	return b.state.saveFunction(rec)
 }
@@ -487,136 +502,6 @@ func newReplicaID(fn string) string {
 	var buf [4]byte
 	_, _ = rand.Read(buf[:])
 	return fn + "-" + hex.EncodeToString(buf[:])
-}
-
-// List returns the functions of a namespace.
-func (b *Backend) List(ctx context.Context, ns string) ([]types.FunctionStatus, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.namespaces[ns]; !ok {
-		return nil, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
-	}
-	var out []types.FunctionStatus
-	for _, fn := range b.sortedFunctionsLocked() {
-		if fn.spec.Namespace() == ns {
-			out = append(out, b.statusLocked(fn))
-		}
-	}
-	return out, nil
-}
-
-// Status returns one function.
-func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionStatus, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
-	if !ok {
-		return types.FunctionStatus{}, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
-	}
-	return b.statusLocked(fn), nil
-}
-
-func (b *Backend) statusLocked(fn *function) types.FunctionStatus {
-	dep := fn.spec.Deployment
-	st := types.FunctionStatus{
-		Name:                   dep.Service,
-		Image:                  dep.Image,
-		Namespace:              dep.Namespace,
-		EnvProcess:             dep.EnvProcess,
-		EnvVars:                dep.EnvVars,
-		Constraints:            dep.Constraints,
-		Secrets:                dep.Secrets,
-		Annotations:            dep.Annotations,
-		Limits:                 dep.Limits,
-		Requests:               dep.Requests,
-		ReadOnlyRootFilesystem: dep.ReadOnlyRootFilesystem,
-		Replicas:               uint64(fn.desired),
-		CreatedAt:              fn.createdAt,
-	}
-	labels := map[string]string{}
-	if dep.Labels != nil {
-		for k, v := range *dep.Labels {
-			labels[k] = v
-		}
-	}
-	if processOf(dep) == "" {
-		labels[LabelEmulated] = "true"
-	}
-	if len(labels) > 0 {
-		st.Labels = &labels
-	}
-	for _, r := range fn.replicas {
-		if r.run != nil && r.run.Ready() {
-			st.AvailableReplicas++
-		}
-	}
-	return st
-}
-
-// ReadyEndpoints lists the replicas that answer requests now.
-func (b *Backend) ReadyEndpoints(ns, name string) ([]scheduler.Endpoint, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
-	if !ok {
-		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
-	}
-	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
-	for _, r := range fn.replicas {
-		if r.run != nil && r.run.Ready() {
-			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight})
-		}
-	}
-	return eps, nil
-}
-
-// GPUReport describes every GPU, what is booked on it and what waits.
-func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	type owner struct {
-		fn *function
-		r  *replica
-	}
-	owners := map[string]owner{}
-	rep := scheduler.ClusterReport{Source: b.cfg.Inventory.Source, Emulated: b.cfg.Inventory.Emulated, Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}}
-	for _, fn := range b.sortedFunctionsLocked() {
-		for _, r := range fn.replicas {
-			owners[r.id] = owner{fn, r}
-			if r.placement == nil {
-				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.id, Function: fn.spec.Name(), Namespace: fn.spec.Namespace(), Reason: r.reason, Since: r.pendingSince})
-			}
-		}
-	}
-	nodeIdx := map[string]int{}
-	for _, u := range b.alloc.Usage() {
-		d := u.Device
-		i, ok := nodeIdx[d.Node]
-		if !ok {
-			i = len(rep.Nodes)
-			nodeIdx[d.Node] = i
-			rep.Nodes = append(rep.Nodes, scheduler.NodeReport{Name: d.Node})
-		}
-		g := scheduler.GPUReport{UUID: d.UUID, Index: d.Index, Product: d.Product, MemoryBytes: d.MemoryBytes, SMCount: d.SMCount,
-			SMAllocated: u.SMAllocated, MemoryAllocated: u.MemoryAllocated, Replicas: []scheduler.ReplicaReport{}}
-		ids := make([]string, 0, len(u.Replicas))
-		for id := range u.Replicas {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			s := u.Replicas[id]
-			rr := scheduler.ReplicaReport{ID: id, SMPercent: s.SMPercent, MemoryBytes: s.MemoryBytes}
-			if o, ok := owners[id]; ok {
-				rr.Function, rr.Namespace = o.fn.spec.Name(), o.fn.spec.Namespace()
-				rr.Ready = o.r.run != nil && o.r.run.Ready()
-				rr.Emulated = o.r.emulated
-			}
-			g.Replicas = append(g.Replicas, rr)
-		}
-		rep.Nodes[i].GPUs = append(rep.Nodes[i].GPUs, g)
-	}
-	return rep, nil
 }
 
 // Query serves /system/logs.

@@ -157,7 +157,7 @@ func TestRestartRestoresFunctionsPlacementsAndSecrets(t *testing.T) {
 		t.Fatalf("secret file mode = %v, %v; want 0600", info.Mode(), err)
 	}
 	eventually(t, 5*time.Second, "echo answers after restart", func() bool {
-		eps, _ := b2.ReadyEndpoints(DefaultNamespace, "echo")
+		eps, _ := b2.ReadyEndpoints(DefaultNamespace, "echo", "")
 		if len(eps) != 1 {
 			return false
 		}
@@ -200,7 +200,7 @@ func TestReplicaEnvironmentCarriesPlacementAndSecrets(t *testing.T) {
 	}
 	var out string
 	eventually(t, 5*time.Second, "env replica answers", func() bool {
-		eps, _ := b.ReadyEndpoints(DefaultNamespace, "envfn")
+		eps, _ := b.ReadyEndpoints(DefaultNamespace, "envfn", "")
 		if len(eps) != 1 {
 			return false
 		}

@@ -32,6 +32,23 @@ type Emulation struct {
 	Latency  time.Duration // per request, at the replica's slice
 	LoadTime time.Duration // model load, paid by the first request
 	Model    string
+	// Slots is how many requests the slice serves at once, its batch size
+	// (0 means 1): a GPU slice runs one batch at a time, so requests beyond
+	// it queue, as they would on the device.
+	Slots int
+	// Serve, when set, decides per request, for the model the request names
+	// (X-Model, else Model), its latency and the load it pays; the backend
+	// answers from the profiles and the model cache. Unset, the replica uses
+	// Latency and pays LoadTime once.
+	Serve func(model string) Service
+}
+
+// Service is what serving one request of a model costs an emulated replica.
+type Service struct {
+	Latency time.Duration
+	Load    time.Duration // 0 when the model is in the replica's memory
+	// Outcome is the cache outcome: hit, node-hit or miss.
+	Outcome string
 }
 
 // LogSink receives one line of a replica's output.

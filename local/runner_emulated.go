@@ -22,6 +22,10 @@ const (
 	headerReplica   = "X-Faas-Gpu-Replica"
 	headerEmulated  = "X-Faas-Gpu-Emulated"
 	headerModelLoad = "X-Faas-Gpu-Model-Load"
+	headerCache     = "X-Faas-Gpu-Cache"
+	// headerModel names the model a request is for, for functions that
+	// serve many models.
+	headerModel = "X-Model"
 )
 
 // emulatedRunner stands in for a GPU worker where nothing can run on a GPU:
@@ -41,10 +45,16 @@ type emulatedRunner struct {
 	loadOnce sync.Once
 	mu       sync.Mutex
 	load     *time.Timer
+
+	// slots admits Emulation.Slots requests at a time to the "GPU".
+	slots chan struct{}
+	// loading serialises model loads so a request does not overtake the
+	// load of the model it needs.
+	loading sync.Mutex
 }
 
 func newEmulatedRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
-	return &emulatedRunner{spec: spec, sink: sink, log: log, loaded: make(chan struct{})}
+	return &emulatedRunner{spec: spec, sink: sink, log: log, loaded: make(chan struct{}), slots: make(chan struct{}, max(spec.Emulation.Slots, 1))}
 }
 
 func (r *emulatedRunner) Start() error {
@@ -109,15 +119,22 @@ func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("read body: %v", err), http.StatusBadRequest)
 		return
 	}
-	cold, err := r.awaitModel(ctx)
-	if err != nil {
-		return // the caller is gone: nobody to answer
-	}
-	if err := sleepCtx(ctx, r.spec.Emulation.Latency); err != nil {
-		return
+	h := w.Header()
+	var cold bool
+	if r.spec.Emulation.Serve != nil {
+		if cold, err = r.serveModel(ctx, req.Header.Get(headerModel), h); err != nil {
+			return // the caller is gone: nobody to answer
+		}
+	} else {
+		cold, err = r.awaitModel(ctx)
+		if err != nil {
+			return // the caller is gone: nobody to answer
+		}
+		if err := sleepCtx(ctx, r.spec.Emulation.Latency); err != nil {
+			return
+		}
 	}
 
-	h := w.Header()
 	h.Set(headerReplica, r.spec.ID)
 	h.Set(headerEmulated, "true")
 	if cold {
@@ -136,6 +153,29 @@ func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	h.Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(r.identity())
+}
+
+// serveModel runs one request on the emulated GPU: it waits for a slot,
+// loads the model if the replica lacks it, then takes the profiled latency.
+func (r *emulatedRunner) serveModel(ctx context.Context, model string, h http.Header) (cold bool, err error) {
+	if model == "" {
+		model = r.spec.Emulation.Model
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-r.slots }()
+	r.loading.Lock()
+	svc := r.spec.Emulation.Serve(model)
+	err = sleepCtx(ctx, svc.Load)
+	r.loading.Unlock()
+	if err != nil {
+		return false, err
+	}
+	h.Set(headerCache, svc.Outcome)
+	return svc.Load > 0, sleepCtx(ctx, svc.Latency)
 }
 
 // emulatedIdentity is what an emulated replica answers to an empty request:

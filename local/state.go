@@ -37,8 +37,11 @@ type functionRecord struct {
 }
 
 type replicaRecord struct {
-	ID        string              `json:"id"`
-	Placement scheduler.Placement `json:"placement"`
+	ID        string                `json:"id"`
+	Placement scheduler.Placement   `json:"placement"`
+	Config    scheduler.SliceConfig `json:"config"`
+	// Idle marks a warm replica out of service.
+	Idle bool `json:"idle,omitempty"`
 }
 
 func openState(dir string) (*stateStore, error) {

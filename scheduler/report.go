@@ -3,6 +3,8 @@ package scheduler
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/cache"
 )
 
 // Endpoint is a ready replica the proxy can send requests to. InFlight
@@ -11,15 +13,38 @@ type Endpoint struct {
 	ID       string
 	URL      string
 	InFlight *atomic.Int64
+	// Holds is true when the replica has the request's model in memory.
+	Holds bool
 }
 
 // ClusterReport is the GPU view served at /system/gpus: every GPU with its
 // bookings and every replica still waiting for room.
 type ClusterReport struct {
-	Source   string         `json:"source"`
-	Emulated bool           `json:"emulated"`
-	Nodes    []NodeReport   `json:"nodes"`
-	Pending  []PendingEntry `json:"pending"`
+	Source    string           `json:"source"`
+	Emulated  bool             `json:"emulated"`
+	Nodes     []NodeReport     `json:"nodes"`
+	Pending   []PendingEntry   `json:"pending"`
+	Functions []FunctionReport `json:"functions"`
+	Cache     cache.Stats      `json:"cache"`
+}
+
+// FunctionReport is one function's slice decision and scaling state.
+type FunctionReport struct {
+	Name        string  `json:"name"`
+	Namespace   string  `json:"namespace"`
+	Model       string  `json:"model"`
+	SMPercent   int     `json:"smPercent"`
+	MemoryBytes int64   `json:"memoryBytes"`
+	Batch       int     `json:"batch"`
+	SLO         string  `json:"slo,omitempty"`
+	Autoscaled  bool    `json:"autoscaled"`
+	Decision    string  `json:"decision"`
+	Rate        float64 `json:"rate"`
+	Replicas    int     `json:"replicas"`
+	Ready       int     `json:"ready"`
+	Idle        int     `json:"idle"`
+	Pending     int     `json:"pending"`
+	LastScale   string  `json:"lastScale,omitempty"`
 }
 
 // NodeReport is one node of the report.
@@ -42,13 +67,15 @@ type GPUReport struct {
 
 // ReplicaReport is one replica's slice of one GPU.
 type ReplicaReport struct {
-	ID          string `json:"id"`
-	Function    string `json:"function"`
-	Namespace   string `json:"namespace"`
-	SMPercent   int    `json:"smPercent"`
-	MemoryBytes int64  `json:"memoryBytes"`
-	Ready       bool   `json:"ready"`
-	Emulated    bool   `json:"emulated"`
+	ID          string   `json:"id"`
+	Function    string   `json:"function"`
+	Namespace   string   `json:"namespace"`
+	SMPercent   int      `json:"smPercent"`
+	MemoryBytes int64    `json:"memoryBytes"`
+	Ready       bool     `json:"ready"`
+	Idle        bool     `json:"idle"`
+	Emulated    bool     `json:"emulated"`
+	Models      []string `json:"models"`
 }
 
 // PendingEntry is a replica that fits on no GPU yet.
