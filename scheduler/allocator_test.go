@@ -266,4 +266,3 @@ func TestParseScalePolicy(t *testing.T) {
 		})
 	}
 }
-
