@@ -23,14 +23,18 @@ import (
 // newServer wires the handlers on the routes bootstrap.Serve registers
 // (Serve itself owns a process-wide router, so it runs in the e2e tests).
 func newServer(t *testing.T) *httptest.Server {
+	return newServerWith(t, local.Config{Emulation: local.Emulation{Latency: time.Millisecond}}, handlers.ProxyOptions{Timeout: 5 * time.Second})
+}
+
+func newServerWith(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) *httptest.Server {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	b, err := local.New(local.Config{
-		StateDir:  t.TempDir(),
-		Inventory: gpu.BuiltinInventory("node-a"),
-		Emulation: local.Emulation{Latency: time.Millisecond},
-		Log:       log,
-	})
+	cfg.StateDir = t.TempDir()
+	if cfg.Inventory.Nodes == nil {
+		cfg.Inventory = gpu.BuiltinInventory("node-a")
+	}
+	cfg.Log = log
+	b, err := local.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +56,7 @@ func newServer(t *testing.T) *httptest.Server {
 	r.HandleFunc("/system/gpus", handlers.MakeGPUsHandler(b)).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", handlers.MakeHealthHandler()).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(inv)).Methods(http.MethodGet)
-	proxy := handlers.MakeProxyHandler(b, inv, handlers.ProxyOptions{Timeout: 5 * time.Second}, log)
+	proxy := handlers.MakeProxyHandler(b, inv, popts, log)
 	r.HandleFunc("/function/"+name, proxy)
 	r.HandleFunc("/function/"+name+"/", proxy)
 	r.HandleFunc("/function/"+name+"/{params:.*}", proxy)

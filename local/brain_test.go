@@ -1,0 +1,247 @@
+package local
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/openfaas/faas-provider/types"
+	"go.uber.org/zap/zaptest"
+)
+
+var (
+	builtinOnce  sync.Once
+	builtinStore *profiles.Store
+)
+
+func builtinProfiles(t *testing.T) *profiles.Store {
+	t.Helper()
+	builtinOnce.Do(func() {
+		s, err := profiles.Builtin()
+		if err != nil {
+			panic(err)
+		}
+		builtinStore = s
+	})
+	return builtinStore
+}
+
+func newProfiledBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Config{
+		StateDir:  t.TempDir(),
+		Inventory: gpu.BuiltinInventory("node-a"),
+		Profiles:  builtinProfiles(t),
+		Autoscale: scheduler.AutoscaleOptions{Headroom: 1.2, CoolDown: 10 * time.Second},
+		Log:       zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+func modelSpec(name, model string, slo time.Duration) scheduler.Function {
+	f := scheduler.Function{
+		Deployment: types.FunctionDeployment{Service: name, Image: "img", Namespace: DefaultNamespace},
+		GPU:        gpu.Request{Model: model, SLO: slo},
+		Scale:      scheduler.ScalePolicy{Min: 1, Max: 10, ZeroDuration: time.Minute},
+	}
+	return f
+}
+
+func TestProfileChoosesTheSlice(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := builtinProfiles(t).Choose("resnet50", gpu.V100Product, 50*time.Millisecond, profiles.ChooseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := b.GPUReport(ctx)
+	fr := rep.Functions[0]
+	if fr.SMPercent != want.SMPercent || fr.Batch != want.Batch || !fr.Autoscaled || fr.Decision != want.Explanation {
+		t.Fatalf("function report = %+v, want the profile's choice %+v", fr, want)
+	}
+	p, _, _ := builtinProfiles(t).Lookup("resnet50", gpu.V100Product)
+	if fr.MemoryBytes != p.MemoryBytes {
+		t.Fatalf("memory = %d, want the profile's footprint %d", fr.MemoryBytes, p.MemoryBytes)
+	}
+	var fe *gpu.FieldError
+	if err := b.Deploy(ctx, modelSpec("fast", "resnet50", time.Millisecond)); err == nil || !asFieldError(err, &fe) || fe.Field != gpu.AnnotationSLO {
+		t.Fatalf("an SLO no slice meets must be refused naming the SLO: %v", err)
+	}
+}
+
+func asFieldError(err error, fe **gpu.FieldError) bool {
+	e, ok := err.(*gpu.FieldError)
+	*fe = e
+	return ok
+}
+
+// TestAutoscalerFollowsTheRate drives the backend's autoscaler with
+// synthetic time: requests are counted where the proxy asks for endpoints.
+func TestAutoscalerFollowsTheRate(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	fn := b.functions[key(DefaultNamespace, "rn")]
+	perReplica := fn.plan.base.Throughput
+	t0 := time.Now()
+	b.Tick(t0)
+	load := func(from, to int, rate float64) time.Time {
+		var now time.Time
+		for s := from; s < to; s++ {
+			for range int(rate) {
+				_, _ = b.ReadyEndpoints(DefaultNamespace, "rn", "")
+			}
+			now = t0.Add(time.Duration(s+1) * time.Second)
+			b.Tick(now)
+		}
+		return now
+	}
+	rate := 3.5 * perReplica
+	load(0, 60, rate)
+	st, _ := b.Status(ctx, DefaultNamespace, "rn")
+	capacity := 0.0
+	for _, r := range fn.replicas {
+		capacity += r.config.Throughput
+	}
+	if capacity < rate || st.Replicas < 4 {
+		t.Fatalf("at %.0f req/s (%.1f per replica): %d replicas with %.1f req/s capacity", rate, perReplica, st.Replicas, capacity)
+	}
+	up := st.Replicas
+	// Load drops: after the cool-down, replicas go, and stay warm.
+	load(60, 120, perReplica/2)
+	st, _ = b.Status(ctx, DefaultNamespace, "rn")
+	if st.Replicas >= up || st.Replicas < 1 {
+		t.Fatalf("after the load dropped: %d replicas (was %d)", st.Replicas, up)
+	}
+	if len(fn.idle) == 0 {
+		t.Fatal("removed replicas must stay warm")
+	}
+	for _, pl := range b.alloc.Usage() {
+		if pl.SMAllocated > 100 || pl.MemoryAllocated > pl.Device.MemoryBytes {
+			t.Fatalf("GPU oversubscribed: %+v", pl)
+		}
+	}
+}
+
+func TestScaleToZeroAfterIdle(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	spec := modelSpec("z", "resnet50", 0)
+	spec.Scale.Zero, spec.Scale.ZeroDuration = true, 30*time.Second
+	if err := b.Deploy(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	b.Tick(t0.Add(10 * time.Second))
+	if st, _ := b.Status(ctx, DefaultNamespace, "z"); st.Replicas != 1 {
+		t.Fatalf("replicas = %d before the idle time", st.Replicas)
+	}
+	b.Tick(t0.Add(time.Minute))
+	if st, _ := b.Status(ctx, DefaultNamespace, "z"); st.Replicas != 0 {
+		t.Fatalf("replicas = %d after a minute idle with zero-duration 30s", st.Replicas)
+	}
+}
+
+func TestWarmReplicaExpires(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	if err := b.Deploy(ctx, modelSpec("w", "resnet50", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Scale(ctx, DefaultNamespace, "w", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.alloc.Placements()); n != 1 {
+		t.Fatalf("warm replica must keep its booking, have %d", n)
+	}
+	b.Tick(time.Now().Add(b.cfg.WarmTTL + time.Second))
+	if n := len(b.alloc.Placements()); n != 0 {
+		t.Fatalf("warm replica must be gone after the TTL, %d bookings left", n)
+	}
+	if s := b.cache.Stats(); s.Expirations != 1 {
+		t.Fatalf("expirations = %d", s.Expirations)
+	}
+}
+
+func TestWarmReplicaEvictedWhenMemoryIsNeeded(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	// Two whole-memory functions: warm copies of the first must make room.
+	big := func(name string) scheduler.Function {
+		s := modelSpec(name, "resnet50", 0)
+		s.GPU.SMPercent, s.GPU.MemoryBytes = 10, 16<<30
+		return s
+	}
+	if err := b.Deploy(ctx, big("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Scale(ctx, DefaultNamespace, "a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Scale(ctx, DefaultNamespace, "a", 0); err != nil { // both warm, both GPUs' memory held
+		t.Fatal(err)
+	}
+	if err := b.Deploy(ctx, big("b")); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := b.GPUReport(ctx)
+	if len(rep.Pending) != 0 {
+		t.Fatalf("b pending although a warm replica could be evicted: %+v", rep.Pending)
+	}
+	if s := b.cache.Stats(); s.ReplicaEvictions != 1 {
+		t.Fatalf("replica evictions = %d, want 1", s.ReplicaEvictions)
+	}
+	if n := len(b.functions[key(DefaultNamespace, "a")].idle); n != 1 {
+		t.Fatalf("a keeps %d warm replicas, want 1", n)
+	}
+}
+
+func TestEmulatedReplicaUsesProfileLatency(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	spec := modelSpec("vgg", "vgg16", 0)
+	spec.GPU.SMPercent = 10
+	if err := b.Deploy(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := builtinProfiles(t).Lookup("vgg16", gpu.V100Product)
+	lat, _, _ := p.SliceLatency(1, 10)
+	var eps []scheduler.Endpoint
+	eventually(t, 5*time.Second, "vgg ready", func() bool {
+		eps, _ = b.ReadyEndpoints(DefaultNamespace, "vgg", "")
+		return len(eps) == 1
+	})
+	call := func() (time.Duration, http.Header) {
+		start := time.Now()
+		resp, err := http.Post(eps[0].URL, "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return time.Since(start), resp.Header
+	}
+	d, h := call()
+	if h.Get(headerCache) != "miss" || d < p.LoadTime {
+		t.Fatalf("first call: %s cache %q, want a miss paying the %s load", d, h.Get(headerCache), p.LoadTime)
+	}
+	d, h = call()
+	want := time.Duration(lat * float64(time.Millisecond))
+	if h.Get(headerCache) != "hit" || d < want {
+		t.Fatalf("second call: %s cache %q, want a hit of at least the profiled %s", d, h.Get(headerCache), want)
+	}
+}
