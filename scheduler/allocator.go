@@ -7,6 +7,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -426,6 +427,7 @@ func (a *Allocator) RemoveNode(node string, now time.Time) []string {
 		kept = append(kept, g)
 	}
 	a.gpus = kept
+	sort.Strings(lost) // re-placed in a stable order
 	return lost
 }
 

@@ -151,7 +151,7 @@ func TestConcurrentReserveNeverOversubscribes(t *testing.T) {
 }
 
 // TestRandomOperationsKeepInvariants is a property test: whatever the
-// sequence of reservations and releases, no GPU is oversubscribed, every
+// sequence of reservations, releases and node losses, no GPU is oversubscribed, every
 // booking matches a held placement, and the same seed gives the same
 // placements.
 func TestRandomOperationsKeepInvariants(t *testing.T) {
@@ -169,6 +169,35 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 		var log []string
 		var live []string
 		for i := range 300 {
+			if rng.IntN(60) == 0 && len(nodes) > 1 {
+				// Node loss: its replicas are re-placed elsewhere or wait.
+				lost := a.RemoveNode(fmt.Sprintf("n%d", rng.IntN(len(nodes))), time.Time{})
+				for _, id := range lost {
+					for k, l := range live {
+						if l == id {
+							live = append(live[:k], live[k+1:]...)
+							break
+						}
+					}
+					if p, err := reserve(a, id+"-again", gpu.Request{SMPercent: 10, MemoryBytes: 1 << 30}); err == nil {
+						live = append(live, id+"-again")
+						log = append(log, fmt.Sprint(id, " re-placed ", p.GPUs))
+					}
+				}
+				known := map[string]bool{}
+				for _, u := range a.Usage() {
+					known[u.Device.UUID] = true
+				}
+				for id, p := range a.Placements() {
+					for _, g := range p.GPUs {
+						if !known[g] {
+							t.Fatalf("%s still placed on %s of a removed node", id, g)
+						}
+					}
+				}
+				checkInvariants(t, a)
+				continue
+			}
 			if len(live) > 0 && rng.IntN(3) == 0 {
 				k := rng.IntN(len(live))
 				if err := a.Release(live[k], time.Time{}); err != nil {
