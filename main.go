@@ -25,6 +25,7 @@ import (
 	bootstrap "github.com/openfaas/faas-provider"
 	"github.com/openfaas/faas-provider/auth"
 	"github.com/openfaas/faas-provider/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -243,7 +244,8 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound}
+	// bootstrap.Serve serves /metrics from Prometheus' default registry.
+	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(prometheus.DefaultRegisterer)}
 	switch o.router {
 	case "locality":
 		proxyOpts.Router = handlers.RouteLocality
@@ -273,6 +275,7 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 
+	prometheus.MustRegister(handlers.NewCollector(backend))
 	invocations := &handlers.Invocations{}
 	hlog := log.Named("handlers")
 	protect := func(h http.HandlerFunc) http.HandlerFunc {

@@ -28,6 +28,12 @@ func newServer(t *testing.T) *httptest.Server {
 
 func newServerWith(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) *httptest.Server {
 	t.Helper()
+	srv, _ := newServerAndBackend(t, cfg, popts)
+	return srv
+}
+
+func newServerAndBackend(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) (*httptest.Server, *local.Backend) {
+	t.Helper()
 	log := zaptest.NewLogger(t)
 	cfg.StateDir = t.TempDir()
 	if cfg.Inventory.Nodes == nil {
@@ -62,7 +68,7 @@ func newServerWith(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) 
 	r.HandleFunc("/function/"+name+"/{params:.*}", proxy)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, b
 }
 
 func do(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {

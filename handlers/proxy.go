@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,10 @@ type ReplicaResolver interface {
 	// function's own).
 	ReadyEndpoints(namespace, name, model string) ([]scheduler.Endpoint, error)
 }
+
+// HeaderCache is set by replicas that know whether the request's model was
+// in their memory: hit, node-hit or miss.
+const HeaderCache = "X-Faas-Gpu-Cache"
 
 // HeaderModel names the model a request is for, for functions that serve
 // many models.
@@ -47,6 +52,8 @@ type ProxyOptions struct {
 	// LocalityBound is the queue length at which a replica holding the
 	// model stops being preferred.
 	LocalityBound int64
+	// Metrics, when set, count invocations and time them.
+	Metrics *ProxyMetrics
 }
 
 // HeaderReplica names the replica that served a request, so clients and
@@ -59,6 +66,8 @@ type proxyTarget struct {
 	url      *url.URL
 	path     string
 	endpoint scheduler.Endpoint
+	ns, name string
+	start    time.Time
 }
 
 type proxyTargetKey struct{}
@@ -93,6 +102,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			if resp.Header.Get(HeaderReplica) == "" {
 				resp.Header.Set(HeaderReplica, t.endpoint.ID)
 			}
+			opts.Metrics.observe(t.ns, t.name, strconv.Itoa(resp.StatusCode), resp.Header.Get(HeaderCache), time.Since(t.start))
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -106,6 +116,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 				return // the client went away; nobody reads an answer
 			}
 			log.Warn("proxy error", zap.String("replica", t.endpoint.ID), zap.Error(err))
+			opts.Metrics.observe(t.ns, t.name, strconv.Itoa(code), "", time.Since(t.start))
 			http.Error(w, msg, code)
 		},
 	}
@@ -154,7 +165,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		defer ep.InFlight.Add(-1)
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
-		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep})
+		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: time.Now()})
 		inv.Add(ns, name)
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	}

@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// collector exports the GPU view at scrape time, so the numbers are the
+// allocator's and the cache's own, never a copy that drifts.
+type collector struct {
+	rep GPUReporter
+
+	smAllocated, memAllocated, memCapacity, gpuReplicas *prometheus.Desc
+	fnReplicas, fnSlice, fnRate                         *prometheus.Desc
+	pending                                             *prometheus.Desc
+	cacheHits, cacheNodeHits, cacheMisses, evictions    *prometheus.Desc
+}
+
+// NewCollector exports reporter's GPUs, functions and model cache.
+func NewCollector(reporter GPUReporter) prometheus.Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("faas_gpu_"+name, help, labels, nil)
+	}
+	return &collector{
+		rep:           reporter,
+		smAllocated:   d("gpu_sm_allocated_percent", "SM % of the GPU given to replicas (MPS active-thread percentages summed).", "node", "gpu"),
+		memAllocated:  d("gpu_memory_allocated_bytes", "GPU memory given to replicas, warm ones included.", "node", "gpu"),
+		memCapacity:   d("gpu_memory_capacity_bytes", "GPU memory.", "node", "gpu"),
+		gpuReplicas:   d("gpu_replicas", "Replicas on the GPU by state.", "node", "gpu", "state"),
+		fnReplicas:    d("function_replicas", "Replicas of the function by state: desired, ready, pending, idle (warm).", "function", "namespace", "state"),
+		fnSlice:       d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
+		fnRate:        d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
+		pending:       d("pending_replicas", "Replicas that fit on no GPU yet."),
+		cacheHits:     d("cache_hits_total", "Requests whose model was in the replica's GPU memory."),
+		cacheNodeHits: d("cache_node_hits_total", "Model loads served from the node tier."),
+		cacheMisses:   d("cache_misses_total", "Cold model loads."),
+		evictions:     d("cache_evictions_total", "Evictions: a model from a replica (model), a warm replica for memory (replica), a warm replica after its TTL (expired).", "kind"),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.pending, c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep, err := c.rep.GPUReport(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.smAllocated, err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, n := range rep.Nodes {
+		for _, g := range n.GPUs {
+			gauge(c.smAllocated, float64(g.SMAllocated), n.Name, g.UUID)
+			gauge(c.memAllocated, float64(g.MemoryAllocated), n.Name, g.UUID)
+			gauge(c.memCapacity, float64(g.MemoryBytes), n.Name, g.UUID)
+			active, idle := 0, 0
+			for _, r := range g.Replicas {
+				if r.Idle {
+					idle++
+				} else {
+					active++
+				}
+			}
+			gauge(c.gpuReplicas, float64(active), n.Name, g.UUID, "active")
+			gauge(c.gpuReplicas, float64(idle), n.Name, g.UUID, "idle")
+		}
+	}
+	for _, f := range rep.Functions {
+		gauge(c.fnReplicas, float64(f.Replicas), f.Name, f.Namespace, "desired")
+		gauge(c.fnReplicas, float64(f.Ready), f.Name, f.Namespace, "ready")
+		gauge(c.fnReplicas, float64(f.Pending), f.Name, f.Namespace, "pending")
+		gauge(c.fnReplicas, float64(f.Idle), f.Name, f.Namespace, "idle")
+		gauge(c.fnSlice, float64(f.SMPercent), f.Name, f.Namespace)
+		gauge(c.fnRate, f.Rate, f.Name, f.Namespace)
+	}
+	gauge(c.pending, float64(len(rep.Pending)))
+	counter(c.cacheHits, float64(rep.Cache.Hits))
+	counter(c.cacheNodeHits, float64(rep.Cache.NodeHits))
+	counter(c.cacheMisses, float64(rep.Cache.Misses))
+	counter(c.evictions, float64(rep.Cache.ModelEvictions), "model")
+	counter(c.evictions, float64(rep.Cache.ReplicaEvictions), "replica")
+	counter(c.evictions, float64(rep.Cache.Expirations), "expired")
+}
+
+// ProxyMetrics are the invocation proxy's own measurements.
+type ProxyMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewProxyMetrics registers the proxy's metrics with reg.
+func NewProxyMetrics(reg prometheus.Registerer) *ProxyMetrics {
+	m := &ProxyMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faas_gpu_invocations_total",
+			Help: "Invocations the proxy forwarded, by status code and model-cache outcome (hit, node-hit, miss, unknown).",
+		}, []string{"function", "namespace", "code", "cache"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faas_gpu_invocation_duration_seconds",
+			Help:    "Time from the proxy receiving an invocation to the replica's response headers.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"function", "namespace"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *ProxyMetrics) observe(ns, name, code, cacheOutcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if cacheOutcome == "" {
+		cacheOutcome = "unknown"
+	}
+	m.requests.WithLabelValues(name, ns, code, cacheOutcome).Inc()
+	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
+}
