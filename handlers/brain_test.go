@@ -102,7 +102,7 @@ func runSkewedMix(t *testing.T, router handlers.Router) routerRun {
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	zipf := rand.NewZipf(rng, 1.1, 1, 34)
-	const requests, workers = 400, 4
+	const requests, workers = 300, 2
 	models := make([]string, requests)
 	for i := range models {
 		models[i] = fmt.Sprintf("model-%02d", zipf.Uint64())
@@ -137,7 +137,7 @@ func runSkewedMix(t *testing.T, router handlers.Router) routerRun {
 func TestLocalityRouterBeatsLeastOutstanding(t *testing.T) {
 	lo := runSkewedMix(t, handlers.RouteLeastOutstanding)
 	la := runSkewedMix(t, handlers.RouteLocality)
-	t.Logf("35 models, 4 replicas, Zipf(1.1) mix, 400 requests: least-outstanding miss %.1f%% mean %.1f ms; locality miss %.1f%% mean %.1f ms",
+	t.Logf("35 models, 4 replicas, Zipf(1.1) mix, 300 requests from 2 clients: least-outstanding miss %.1f%% mean %.1f ms; locality miss %.1f%% mean %.1f ms",
 		100*lo.missRatio, lo.meanMs, 100*la.missRatio, la.meanMs)
 	if la.missRatio >= lo.missRatio {
 		t.Errorf("locality miss ratio %.3f not below least-outstanding %.3f", la.missRatio, lo.missRatio)

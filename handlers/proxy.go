@@ -20,9 +20,13 @@ import (
 // ReplicaResolver lists a function's ready replicas; an unknown function is
 // an error wrapping fs.ErrNotExist.
 type ReplicaResolver interface {
-	// ReadyEndpoints marks the replicas holding model ("" for the
-	// function's own).
+	// ReadyEndpoints is called once per request: it marks the replicas
+	// holding model ("" for the function's own).
 	ReadyEndpoints(namespace, name, model string) ([]scheduler.Endpoint, error)
+	// Replicas lists the ready replicas again without counting a request.
+	Replicas(namespace, name string) ([]scheduler.Endpoint, error)
+	// Holds reports whether a replica has model in memory.
+	Holds(replicaID, model string) bool
 }
 
 // HeaderCache is set by replicas that know whether the request's model was
@@ -52,6 +56,9 @@ type ProxyOptions struct {
 	// LocalityBound is the queue length at which a replica holding the
 	// model stops being preferred.
 	LocalityBound int64
+	// InOrder turns off out-of-order dispatch of queued multi-model
+	// requests (for comparison: LALB without O3).
+	InOrder bool
 	// Metrics, when set, count invocations and time them.
 	Metrics *ProxyMetrics
 }
@@ -81,6 +88,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 	if opts.LocalityBound <= 0 {
 		opts.LocalityBound = 2
 	}
+	multi := newDispatcher(resolver, opts.LocalityBound, !opts.InOrder)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -141,30 +149,40 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		cands := make([]scheduler.Candidate, len(eps))
-		for i, ep := range eps {
-			cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Holds: ep.Holds}
-		}
-		pick := scheduler.LeastOutstanding(cands)
-		if opts.Router == RouteLocality {
-			pick = scheduler.LocalityAware(cands, opts.LocalityBound)
-		}
-		if pick < 0 {
+		if len(eps) == 0 {
 			w.Header().Set(internalHeader, "proxy")
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
 			return
 		}
-		ep := eps[pick]
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		var ep scheduler.Endpoint
+		if model := r.Header.Get(HeaderModel); model != "" && opts.Router == RouteLocality {
+			if ep, err = multi.acquire(ctx, ns, name, model, eps); err != nil {
+				w.Header().Set(internalHeader, "proxy")
+				http.Error(w, "Function timed out waiting for a replica.", http.StatusGatewayTimeout)
+				return
+			}
+			defer multi.release(ns, name, ep)
+		} else {
+			cands := make([]scheduler.Candidate, len(eps))
+			for i, ep := range eps {
+				cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Holds: ep.Holds, Models: ep.Models}
+			}
+			pick := scheduler.LeastOutstanding(cands)
+			if opts.Router == RouteLocality {
+				pick = scheduler.LocalityAware(cands, opts.LocalityBound)
+			}
+			ep = eps[pick]
+			ep.InFlight.Add(1)
+			defer ep.InFlight.Add(-1)
+		}
 		base, err := url.Parse(ep.URL)
 		if err != nil {
 			http.Error(w, "bad replica URL: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		path := strings.TrimSuffix(base.Path, "/") + "/" + vars["params"]
-		ep.InFlight.Add(1)
-		defer ep.InFlight.Add(-1)
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
 		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: time.Now()})
 		inv.Add(ns, name)
 		rp.ServeHTTP(w, r.WithContext(ctx))

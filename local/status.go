@@ -100,11 +100,32 @@ func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, 
 	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
 	for _, r := range fn.replicas {
 		if r.run != nil && r.run.Ready() {
-			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Holds: b.cache.Holds(r.id, model)})
+			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Holds: b.cache.Holds(r.id, model), Models: len(b.cache.Models(r.id))})
 		}
 	}
 	return eps, nil
 }
+
+// Replicas lists the replicas in service that answer requests now,
+// without counting a request.
+func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn, ok := b.functions[key(ns, name)]
+	if !ok {
+		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
+	}
+	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
+	for _, r := range fn.replicas {
+		if r.run != nil && r.run.Ready() {
+			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: len(b.cache.Models(r.id))})
+		}
+	}
+	return eps, nil
+}
+
+// Holds reports whether a replica has model in its GPU memory.
+func (b *Backend) Holds(replicaID, model string) bool { return b.cache.Holds(replicaID, model) }
 
 // GPUReport describes every GPU, what is booked on it, what waits, and
 // each function's slice decision.

@@ -15,6 +15,9 @@ type Endpoint struct {
 	InFlight *atomic.Int64
 	// Holds is true when the replica has the request's model in memory.
 	Holds bool
+	// Models is how many models the replica holds: a miss goes to the
+	// replica with fewest, so models spread instead of evicting each other.
+	Models int
 }
 
 // ClusterReport is the GPU view served at /system/gpus: every GPU with its

@@ -6,6 +6,8 @@ type Candidate struct {
 	InFlight int64
 	// Holds is true when the replica has the request's model in memory.
 	Holds bool
+	// Models is how many models the replica holds.
+	Models int
 }
 
 // LeastOutstanding picks the candidate with the fewest requests in flight;
@@ -38,5 +40,17 @@ func LocalityAware(cands []Candidate, bound int64) int {
 	if best >= 0 {
 		return best
 	}
-	return LeastOutstanding(cands)
+	// A miss: the least loaded replica, and among those the one holding
+	// fewest models, so the load evicts least and models spread out.
+	for i, c := range cands {
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := cands[best]
+		if c.InFlight < b.InFlight || c.InFlight == b.InFlight && (c.Models < b.Models || c.Models == b.Models && c.ID < b.ID) {
+			best = i
+		}
+	}
+	return best
 }

@@ -1,0 +1,86 @@
+package handlers
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// fakeReplicas stands in for a backend: two replicas with fixed models.
+type fakeReplicas struct {
+	eps   []scheduler.Endpoint
+	holds map[string]string // replica -> model
+}
+
+func (f *fakeReplicas) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
+	out := make([]scheduler.Endpoint, len(f.eps))
+	for i, ep := range f.eps {
+		ep.Holds = f.holds[ep.ID] == model
+		out[i] = ep
+	}
+	return out, nil
+}
+func (f *fakeReplicas) Replicas(ns, name string) ([]scheduler.Endpoint, error) { return f.eps, nil }
+func (f *fakeReplicas) Holds(id, model string) bool                            { return f.holds[id] == model }
+
+// TestOutOfOrderDispatch: both replicas busy; a request for x (held by
+// nobody) queues before one for y (held by A). When A frees, out-of-order
+// dispatch runs the y request there at once; in order, A takes the x
+// request and loads x.
+func TestOutOfOrderDispatch(t *testing.T) {
+	for _, o3 := range []bool{true, false} {
+		f := &fakeReplicas{
+			eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}, {ID: "B", InFlight: new(atomic.Int64)}},
+			holds: map[string]string{"A": "y"},
+		}
+		d := newDispatcher(f, 2, o3)
+		d.poll = time.Hour // only releases hand out replicas here
+		ctx := context.Background()
+		eps, _ := f.ReadyEndpoints("ns", "fn", "z")
+		a, _ := d.acquire(ctx, "ns", "fn", "z", eps)
+		b, _ := d.acquire(ctx, "ns", "fn", "z", eps)
+		if a.ID == b.ID {
+			t.Fatal("two requests on one replica while another was free")
+		}
+		got := map[string]chan string{"x": make(chan string, 1), "y": make(chan string, 1)}
+		for _, m := range []string{"x", "y"} {
+			eps, _ := f.ReadyEndpoints("ns", "fn", m)
+			go func() {
+				ep, err := d.acquire(ctx, "ns", "fn", m, eps)
+				if err != nil {
+					t.Error(err)
+				}
+				got[m] <- ep.ID
+			}()
+			// queue x strictly before y
+			for deadline := time.Now().Add(time.Second); ; {
+				d.mu.Lock()
+				n := len(d.queues["ns/fn"])
+				d.mu.Unlock()
+				if (m == "x" && n == 1) || (m == "y" && n == 2) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		var epA scheduler.Endpoint
+		for _, ep := range []scheduler.Endpoint{a, b} {
+			if ep.ID == "A" {
+				epA = ep
+			}
+		}
+		d.release("ns", "fn", epA)
+		want := map[bool]string{true: "y", false: "x"}[o3]
+		select {
+		case id := <-got[want]:
+			if id != "A" {
+				t.Fatalf("o3=%v: the %s request ran on %s, want A", o3, want, id)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("o3=%v: A did not take the %s request", o3, want)
+		}
+	}
+}
