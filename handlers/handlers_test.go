@@ -26,13 +26,13 @@ func newServer(t *testing.T) *httptest.Server {
 	return newServerWith(t, local.Config{Emulation: local.Emulation{Latency: time.Millisecond}}, handlers.ProxyOptions{Timeout: 5 * time.Second})
 }
 
-func newServerWith(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) *httptest.Server {
+func newServerWith(t testing.TB, cfg local.Config, popts handlers.ProxyOptions) *httptest.Server {
 	t.Helper()
 	srv, _ := newServerAndBackend(t, cfg, popts)
 	return srv
 }
 
-func newServerAndBackend(t *testing.T, cfg local.Config, popts handlers.ProxyOptions) (*httptest.Server, *local.Backend) {
+func newServerAndBackend(t testing.TB, cfg local.Config, popts handlers.ProxyOptions) (*httptest.Server, *local.Backend) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
 	cfg.StateDir = t.TempDir()
@@ -71,7 +71,7 @@ func newServerAndBackend(t *testing.T, cfg local.Config, popts handlers.ProxyOpt
 	return srv, b
 }
 
-func do(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {
+func do(t testing.TB, srv *httptest.Server, method, path, body string) (int, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -90,7 +90,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string) (int, str
 	return resp.StatusCode, string(b)
 }
 
-func mustDo(t *testing.T, srv *httptest.Server, method, path, body string, want int) string {
+func mustDo(t testing.TB, srv *httptest.Server, method, path, body string, want int) string {
 	t.Helper()
 	code, out := do(t, srv, method, path, body)
 	if code != want {
