@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/faas-gpu/faas-gpu/profiles"
+)
+
+func TestHelpDocumentsEveryFlagAndVariable(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"help"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := serveFlags(&bytes.Buffer{})
+	var missing []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(out.String(), "-"+f.Name) {
+			missing = append(missing, f.Name)
+		}
+	})
+	for _, v := range []string{"port", "basic_auth", "secret_mount_path", "read_timeout", "write_timeout"} {
+		if !strings.Contains(out.String(), v) {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("help does not mention %v:\n%s", missing, out.String())
+	}
+}
+
+func TestBadInputFailsWithAMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown verb", []string{"frobnicate"}, nil, "unknown verb"},
+		{"unknown flag", []string{"serve", "-nope"}, nil, "nope"},
+		{"stray argument", []string{"serve", "extra"}, nil, "unexpected argument"},
+		{"bad port", []string{"serve"}, map[string]string{"port": "eighty"}, "port"},
+		{"bad timeout", []string{"serve"}, map[string]string{"read_timeout": "soon"}, "read_timeout"},
+		{"auth without files", []string{"serve"}, map[string]string{"basic_auth": "true", "secret_mount_path": "/nonexistent"}, "basic_auth"},
+		{"bad router", []string{"serve", "-router", "random", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "-router"},
+		{"bad inventory", []string{"serve", "-inventory", "/nonexistent.yaml", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "inventory"},
+		{"bad log format", []string{"serve", "-log-format", "xml"}, nil, "-log-format"},
+		{"import without csv", []string{"profiles", "import", "--gpu", "x"}, nil, "--csv"},
+		{"import without gpu", []string{"profiles", "import", "--csv", "x.csv"}, nil, "--gpu"},
+		{"profiles without import", []string{"profiles"}, nil, "usage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				if v == "FREE" {
+					v = freePort(t)
+				}
+				t.Setenv(k, v)
+			}
+			dir := t.TempDir()
+			args := make([]string, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = strings.ReplaceAll(a, "STATE", dir)
+			}
+			var out bytes.Buffer
+			err := run(args, &out, &out)
+			if err == nil || !strings.Contains(err.Error()+out.String(), tt.want) {
+				t.Fatalf("err = %v, output %q; want a message with %q", err, out.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestProfilesImport(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "t.csv")
+	table := "model,batch,sm_percent,quota_percent,latency_ms\n" +
+		"mymodel,1,10,100,40\nmymodel,1,50,100,12\nmymodel,1,100,100,10\n" +
+		"other,1,10,100,80\nother,1,100,100,20\n"
+	if err := os.WriteFile(csv, []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout bytes.Buffer
+	if err := run([]string{"profiles", "import", "--csv", csv, "--gpu", "NVIDIA H200", "--out", out}, &stdout, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "wrote 2 profiles") {
+		t.Fatalf("output %q", stdout.String())
+	}
+	store := profiles.NewStore()
+	if n, err := store.LoadDir(out); err != nil || n != 2 {
+		t.Fatalf("load %d profiles: %v", n, err)
+	}
+	p, fb, ok := store.Lookup("mymodel", "NVIDIA H200")
+	if !ok || fb.Used() || len(p.Points) != 3 {
+		t.Fatalf("mymodel = %+v, %v, %v", p, fb, ok)
+	}
+	var errOut bytes.Buffer
+	bad := filepath.Join(dir, "bad.csv")
+	_ = os.WriteFile(bad, []byte("model,batch,sm_percent,quota_percent,latency_ms\nm,1,10,100,abc\n"), 0o600)
+	if err := run([]string{"profiles", "import", "--csv", bad, "--gpu", "x", "--out", filepath.Join(dir, "o2")}, &errOut, &errOut); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a bad row must fail naming its line: %v", err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
