@@ -35,15 +35,15 @@ func (b *Backend) Tick(now time.Time) {
 	jobs := b.expireWarmLocked(now)
 	for _, fn := range b.sortedFunctionsLocked() {
 		rate := fn.rate.Observe(fn.requests.Load(), now)
-		if !fn.plan.autoscaled && !fn.spec.Scale.Zero {
+		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
 		}
 		in := scheduler.AutoscaleInput{
 			Now: now, Rate: rate, LastRequest: time.Unix(0, fn.lastRequest.Load()), Policy: fn.spec.Scale,
 			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown,
 		}
-		if fn.plan.autoscaled {
-			in.Configs = fn.plan.configs
+		if fn.plan.Autoscaled {
+			in.Configs = fn.plan.Configs
 		}
 		for _, r := range fn.replicas {
 			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})

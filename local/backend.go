@@ -73,7 +73,7 @@ type Backend struct {
 
 type function struct {
 	spec      scheduler.Function // as deployed
-	plan      plan               // what the profiles made of it
+	plan      scheduler.Plan     // what the profiles made of it
 	desired   int
 	createdAt time.Time
 	replicas  []*replica // placed or pending, in service
@@ -183,13 +183,13 @@ func (b *Backend) restore() error {
 		pl, err := b.planFor(rec.Function)
 		if err != nil {
 			b.log.Warn("function's profile changed; keeping its stored request", zap.String("function", rec.Function.Name()), zap.Error(err))
-			pl = plan{req: rec.Function.GPU, base: scheduler.SliceConfig{SMPercent: rec.Function.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, decision: err.Error()}
+			pl = scheduler.Plan{Request: rec.Function.GPU, Base: scheduler.SliceConfig{SMPercent: rec.Function.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, Decision: err.Error()}
 		}
 		fn := &function{spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt}
 		for _, pr := range rec.Placed {
 			r := &replica{id: pr.ID, config: pr.Config, pendingSince: now}
 			if r.config.SMPercent == 0 {
-				r.config = pl.base
+				r.config = pl.Base
 			}
 			p := pr.Placement
 			if err := b.alloc.Restore(pr.ID, p); err != nil {
@@ -291,7 +291,7 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC()}
 	fn.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
 	b.functions[key(ns, name)] = fn
-	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.decision))
+	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.Decision))
 	b.growLocked(fn, now)
 	b.reconcileLocked(now)
 	return b.saveLocked(fn)
@@ -327,21 +327,21 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 // checkLocked rejects what could never run (an unknown namespace, a missing
 // secret, a slice larger than any GPU, an SLO no slice meets) and returns
 // the function's plan.
-func (b *Backend) checkLocked(spec scheduler.Function) (plan, error) {
+func (b *Backend) checkLocked(spec scheduler.Function) (scheduler.Plan, error) {
 	ns := spec.Namespace()
 	if _, ok := b.namespaces[ns]; !ok {
-		return plan{}, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
+		return scheduler.Plan{}, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
 	}
 	for _, s := range spec.Deployment.Secrets {
 		if !b.state.secretExists(ns, s) {
-			return plan{}, &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
+			return scheduler.Plan{}, &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
 		}
 	}
 	pl, err := b.planFor(spec)
 	if err != nil {
-		return plan{}, err
+		return scheduler.Plan{}, err
 	}
-	return pl, scheduler.CanEverFit(b.cfg.Inventory, pl.req)
+	return pl, scheduler.CanEverFit(b.cfg.Inventory, pl.Request)
 }
 
 // Delete removes a function and its replicas.
@@ -422,10 +422,10 @@ func (b *Backend) retireLocked(fn *function, i int, now time.Time) {
 // growLocked brings fn up to its desired count: warm replicas first, most
 // recently idle first, then new pending replicas of the base slice.
 func (b *Backend) growLocked(fn *function, now time.Time) {
-	for len(fn.replicas) < fn.desired && b.promoteLocked(fn, fn.plan.base, false) {
+	for len(fn.replicas) < fn.desired && b.promoteLocked(fn, fn.plan.Base, false) {
 	}
 	for len(fn.replicas) < fn.desired {
-		fn.replicas = append(fn.replicas, &replica{id: newReplicaID(fn.spec.Name()), config: fn.plan.base, pendingSince: now.UTC()})
+		fn.replicas = append(fn.replicas, &replica{id: newReplicaID(fn.spec.Name()), config: fn.plan.Base, pendingSince: now.UTC()})
 	}
 }
 

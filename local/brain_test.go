@@ -97,7 +97,7 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := b.functions[key(DefaultNamespace, "rn")]
-	perReplica := fn.plan.base.Throughput
+	perReplica := fn.plan.Base.Throughput
 	t0 := time.Now()
 	b.Tick(t0)
 	load := func(from, to int, rate float64) time.Time {

@@ -30,7 +30,7 @@ func (b *Backend) reconcileLocked(now time.Time) {
 			if r.placement != nil {
 				continue
 			}
-			p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.req.Model, Now: now, Speed: b.speedFor(fn, r.config)})
+			p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: b.speedFor(fn, r.config)})
 			if err != nil {
 				if r.reason != err.Error() {
 					r.reason = err.Error()
@@ -83,13 +83,13 @@ func (b *Backend) forgetEvictedLocked(ids []string, now time.Time) []stopJob {
 // product, for the placement's speed preference; only profiles measured on
 // that product count.
 func (b *Backend) speedFor(fn *function, c scheduler.SliceConfig) func(string) float64 {
-	model := fn.plan.req.Model
+	model := fn.plan.Request.Model
 	return func(product string) float64 {
 		p, fb, ok := b.cfg.Profiles.Lookup(model, product)
 		if !ok || fb.Used() {
 			return 0
 		}
-		lat, err := latencyAt(p, max(c.Batch, 1), float64(c.SMPercent))
+		lat, err := scheduler.LatencyAt(p, max(c.Batch, 1), float64(c.SMPercent))
 		if err != nil {
 			return 0
 		}
@@ -119,7 +119,7 @@ func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
 	}
 	if spec.Process != "" {
 		// A process loads its model when it starts.
-		b.cache.Preload(r.id, fn.plan.req.Model, modelBytes(fn.plan.req), now)
+		b.cache.Preload(r.id, fn.plan.Request.Model, modelBytes(fn.plan.Request), now)
 	}
 	if err := run.Start(); err != nil {
 		b.log.Error("replica failed to start", zap.String("replica", r.id), zap.Error(err))
@@ -144,7 +144,7 @@ func modelBytes(req gpu.Request) int64 {
 // holds once its CUDA context is paid for.
 func modelCapacity(fn *function, r *replica) int64 {
 	mem := r.placement.Slice.MemoryBytes
-	if p := fn.plan.profile; p != nil && p.MemoryBytes > p.ModelSizeBytes {
+	if p := fn.plan.Profile; p != nil && p.MemoryBytes > p.ModelSizeBytes {
 		mem -= p.MemoryBytes - p.ModelSizeBytes
 	}
 	return max(mem, 0)
@@ -157,8 +157,8 @@ func (b *Backend) serveFor(fn *function, r *replica) func(model string) Service 
 	sm, batch := float64(r.config.SMPercent), max(r.config.Batch, 1)
 	return func(model string) Service {
 		now := time.Now()
-		prof, size := fn.plan.profile, modelBytes(fn.plan.req)
-		if model != fn.plan.req.Model {
+		prof, size := fn.plan.Profile, modelBytes(fn.plan.Request)
+		if model != fn.plan.Request.Model {
 			prof, size = nil, defaultModelBytes
 			if p, _, ok := b.cfg.Profiles.Lookup(model, b.product); ok {
 				prof = p
@@ -169,7 +169,7 @@ func (b *Backend) serveFor(fn *function, r *replica) func(model string) Service 
 		}
 		lat, load := b.cfg.Emulation.Latency, b.cfg.Emulation.LoadTime
 		if prof != nil {
-			if l, err := latencyAt(prof, batch, sm); err == nil {
+			if l, err := scheduler.LatencyAt(prof, batch, sm); err == nil {
 				lat = time.Duration(l * float64(time.Millisecond))
 			}
 			if prof.LoadTime > 0 {
@@ -237,7 +237,7 @@ func (b *Backend) replicaSpec(fn *function, r *replica) (ReplicaSpec, error) {
 	env = append(env,
 		"secret_mount_path="+secretsDir+"/",
 		"FAAS_GPU_REPLICA="+r.id,
-		"FAAS_GPU_MODEL="+fn.plan.req.Model,
+		"FAAS_GPU_MODEL="+fn.plan.Request.Model,
 		"FAAS_GPU_BATCH="+strconv.Itoa(max(r.config.Batch, 1)),
 	)
 	return ReplicaSpec{
@@ -251,7 +251,7 @@ func (b *Backend) replicaSpec(fn *function, r *replica) (ReplicaSpec, error) {
 		Emulation: Emulation{
 			Latency:  b.cfg.Emulation.Latency,
 			LoadTime: b.cfg.Emulation.LoadTime,
-			Model:    fn.plan.req.Model,
+			Model:    fn.plan.Request.Model,
 			Slots:    max(r.config.Batch, 1),
 			Serve:    b.serveFor(fn, r),
 		},

@@ -95,7 +95,7 @@ func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, 
 	fn.requests.Add(1)
 	fn.lastRequest.Store(time.Now().UnixNano())
 	if model == "" {
-		model = fn.plan.req.Model
+		model = fn.plan.Request.Model
 	}
 	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
 	for _, r := range fn.replicas {
@@ -141,13 +141,13 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 		Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}, Functions: []scheduler.FunctionReport{}, Cache: b.cache.Stats()}
 	for _, fn := range b.sortedFunctionsLocked() {
 		fr := scheduler.FunctionReport{
-			Name: fn.spec.Name(), Namespace: fn.spec.Namespace(), Model: fn.plan.req.Model,
-			SMPercent: fn.plan.base.SMPercent, MemoryBytes: fn.plan.req.MemoryBytes, Batch: max(fn.plan.base.Batch, 1),
-			Autoscaled: fn.plan.autoscaled, Decision: fn.plan.decision, Rate: fn.rate.Rate(),
+			Name: fn.spec.Name(), Namespace: fn.spec.Namespace(), Model: fn.plan.Request.Model,
+			SMPercent: fn.plan.Base.SMPercent, MemoryBytes: fn.plan.Request.MemoryBytes, Batch: max(fn.plan.Base.Batch, 1),
+			Autoscaled: fn.plan.Autoscaled, Decision: fn.plan.Decision, Rate: fn.rate.Rate(),
 			Replicas: fn.desired, Ready: readyCount(fn), Idle: len(fn.idle), LastScale: fn.lastScale,
 		}
-		if fn.plan.req.SLO > 0 {
-			fr.SLO = fn.plan.req.SLO.String()
+		if fn.plan.Request.SLO > 0 {
+			fr.SLO = fn.plan.Request.SLO.String()
 		}
 		for _, r := range fn.replicas {
 			owners[r.id] = owner{fn, r}

@@ -1,0 +1,119 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
+)
+
+// Plan is what the profiles make of a function: its request with the
+// defaults filled in, the slice of a new replica, the autoscaler's menu
+// and a one-line explanation.
+type Plan struct {
+	Request    gpu.Request
+	Profile    *profiles.Profile
+	Fallback   profiles.Fallback
+	Base       SliceConfig
+	Configs    []SliceConfig
+	Autoscaled bool
+	Decision   string
+}
+
+// PlanFunction decides a function's slice from the profiles for product:
+// with an SLO, the best throughput per SM % meeting it (refused, naming
+// the SLO, when none does); without, the smallest slice within 10 % of the
+// full GPU; an explicit SM % wins. A model without a profile gets what it
+// asked.
+func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, error) {
+	req := spec.GPU
+	name := req.Profile
+	if name == "" {
+		name = req.Model
+	}
+	prof, fb, ok := store.Lookup(name, product)
+	if !ok {
+		if req.Profile != "" {
+			return Plan{}, &gpu.FieldError{Field: gpu.AnnotationProfile, Reason: fmt.Sprintf("no profile named %q", req.Profile)}
+		}
+		sm := req.SliceOn(gpu.Device{}).SMPercent
+		pl := Plan{Request: req, Base: SliceConfig{SMPercent: sm, Batch: 1}}
+		pl.Decision = fmt.Sprintf("%s: no profile for model %q on %s: %d%% SM as asked", spec.Name(), name, product, sm)
+		if req.SLO > 0 {
+			pl.Decision += "; the SLO is not autoscaled without a profile"
+		}
+		return pl, nil
+	}
+	pl := Plan{Profile: prof, Fallback: fb}
+	if req.ModelSizeBytes == 0 {
+		req.ModelSizeBytes = prof.ModelSizeBytes
+	}
+	if req.MemoryBytes == 0 && req.WholeGPUs == 0 && prof.MemoryBytes > 0 {
+		req.MemoryBytes = prof.MemoryBytes
+	}
+	switch {
+	case req.WholeGPUs > 0 || req.SMPercent > 0:
+		sm := req.SliceOn(gpu.Device{}).SMPercent
+		lat, err := LatencyAt(prof, 1, float64(sm))
+		if err != nil {
+			return Plan{}, &gpu.FieldError{Field: gpu.AnnotationSM, Reason: err.Error()}
+		}
+		pl.Base = SliceConfig{SMPercent: sm, Batch: 1, Throughput: 1000 / lat}
+		pl.Configs = []SliceConfig{pl.Base}
+		pl.Autoscaled = req.SLO > 0 && req.WholeGPUs == 0
+		pl.Decision = fmt.Sprintf("%s on %s: %d%% SM as asked, %.1f ms, %.1f req/s", name, product, sm, lat, pl.Base.Throughput)
+		if req.SLO > 0 && lat > float64(req.SLO)/float64(time.Millisecond) {
+			pl.Decision += fmt.Sprintf(" (above the SLO of %s)", req.SLO)
+		}
+		if fb.Used() {
+			pl.Decision += " (" + fb.String() + ")"
+		}
+	default:
+		c, err := profiles.Choose(prof, req.SLO, profiles.ChooseOptions{Fallback: fb})
+		if err != nil {
+			var unmet *profiles.UnmetSLOError
+			if errors.As(err, &unmet) {
+				return Plan{}, &gpu.FieldError{Field: gpu.AnnotationSLO, Reason: err.Error()}
+			}
+			return Plan{}, fmt.Errorf("choose a slice for %s: %w", name, err)
+		}
+		req.SMPercent = c.SMPercent
+		pl.Base = SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
+		pl.Configs = []SliceConfig{pl.Base}
+		if req.SLO > 0 {
+			pl.Configs = ConfigsFromProfile(prof, req.SLO, 0)
+			pl.Autoscaled = true
+		}
+		pl.Decision = c.Explanation
+	}
+	pl.Request = req
+	return pl, nil
+}
+
+// LatencyAt is the profiled latency (ms) of a batch at sm % SM; below the
+// smallest measured slice it takes that slice's latency, the best the data
+// says such a replica can do.
+func LatencyAt(p *profiles.Profile, batch int, sm float64) (float64, error) {
+	lat, _, err := p.SliceLatency(batch, sm)
+	if errors.Is(err, profiles.ErrBelowRange) {
+		if lo, _, ok := p.SMRange(batch, profiles.FullQuota); ok {
+			lat, _, err = p.SliceLatency(batch, float64(lo))
+		}
+	}
+	if errors.Is(err, profiles.ErrNotMeasured) && batch != 1 {
+		return LatencyAt(p, 1, sm)
+	}
+	return lat, err
+}
+
+// RequestFor is what a replica of slice c asks of a GPU: the function's
+// request at that SM %, which the autoscaler may have chosen.
+func (p Plan) RequestFor(c SliceConfig) gpu.Request {
+	req := p.Request
+	if req.WholeGPUs == 0 && c.SMPercent > 0 {
+		req.SMPercent = c.SMPercent
+	}
+	return req
+}
