@@ -24,6 +24,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	bootstrap "github.com/openfaas/faas-provider"
 	"github.com/openfaas/faas-provider/auth"
+	"github.com/openfaas/faas-provider/logs"
 	"github.com/openfaas/faas-provider/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -260,17 +261,7 @@ func serve(args []string, stderr io.Writer) error {
 	if o.tick <= 0 {
 		return fmt.Errorf("-autoscale-interval: must be positive")
 	}
-	backend, err := local.New(local.Config{
-		StateDir:   o.stateDir,
-		Inventory:  inv,
-		MPSPipeDir: o.mpsPipeDir,
-		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
-		Profiles:   store,
-		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
-		Tick:       o.tick,
-		WarmTTL:    o.warmTTL,
-		Log:        log.Named("local"),
-	})
+	backend, orchestration, err := newBackend(o, inv, store, log)
 	if err != nil {
 		return err
 	}
@@ -291,7 +282,7 @@ func serve(args []string, stderr io.Writer) error {
 		DeleteFunction:  handlers.MakeDeleteHandler(backend, invocations, hlog),
 		FunctionStatus:  handlers.MakeStatusHandler(backend, invocations),
 		ScaleFunction:   handlers.MakeScaleHandler(backend, hlog),
-		Info:            handlers.MakeInfoHandler("local", version, commit),
+		Info:            handlers.MakeInfoHandler(orchestration, version, commit),
 		Secrets:         handlers.MakeSecretsHandler(backend, hlog),
 		Logs:            handlers.MakeLogsHandler(backend, backend, cfg.WriteTimeout),
 		ListNamespaces:  protect(handlers.MakeNamespacesHandler(backend)),
@@ -362,4 +353,36 @@ func profilesCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, *out)
 	return nil
+}
+
+// providerBackend is what serve needs of a backend: every handler's
+// interface, and a way to stop.
+type providerBackend interface {
+	handlers.FunctionBackend
+	handlers.SecretBackend
+	handlers.NamespaceBackend
+	handlers.ReplicaResolver
+	handlers.GPUReporter
+	logs.Requester
+	Close(ctx context.Context) error
+}
+
+// newBackend starts the backend replicas run on and names its
+// orchestration for /system/info.
+func newBackend(o *serveOptions, inv gpu.Inventory, store *profiles.Store, log *zap.Logger) (providerBackend, string, error) {
+	b, err := local.New(local.Config{
+		StateDir:   o.stateDir,
+		Inventory:  inv,
+		MPSPipeDir: o.mpsPipeDir,
+		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
+		Profiles:   store,
+		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
+		Tick:       o.tick,
+		WarmTTL:    o.warmTTL,
+		Log:        log.Named("local"),
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return b, "local", nil
 }
