@@ -155,10 +155,13 @@ func modelCapacity(fn *function, r *replica) int64 {
 // the profiled load time (less from the node tier).
 func (b *Backend) serveFor(fn *function, r *replica) func(model string) Service {
 	sm, batch := float64(r.config.SMPercent), max(r.config.Batch, 1)
+	// A copy: an update replaces fn.plan under the backend's lock while this
+	// replica may still be answering.
+	plan := fn.plan
 	return func(model string) Service {
 		now := time.Now()
-		prof, size := fn.plan.Profile, modelBytes(fn.plan.Request)
-		if model != fn.plan.Request.Model {
+		prof, size := plan.Profile, modelBytes(plan.Request)
+		if model != plan.Request.Model {
 			prof, size = nil, defaultModelBytes
 			if p, _, ok := b.cfg.Profiles.Lookup(model, b.product); ok {
 				prof = p
