@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test vet bench clean
+.PHONY: build run test vet bench clean manifests check-manifests
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -28,3 +28,20 @@ bench:
 
 clean:
 	rm -rf bin
+
+# yaml/faas-gpu.yaml: the Helm chart rendered with its default values (helm
+# v3.22.0, built from the Go module proxy by hack/build-helm.sh and cached).
+manifests:
+	@set -e; helm=$$(hack/build-helm.sh); \
+	$$helm lint --strict chart/faas-gpu; \
+	$$helm template faas-gpu chart/faas-gpu --namespace openfaas > yaml/faas-gpu.yaml.tmp; \
+	mv yaml/faas-gpu.yaml.tmp yaml/faas-gpu.yaml; \
+	echo "wrote yaml/faas-gpu.yaml"
+
+# Fails when yaml/ is not what the chart renders now (test/chart checks it too).
+check-manifests:
+	@set -e; helm=$$(hack/build-helm.sh); \
+	$$helm lint --strict chart/faas-gpu; \
+	tmp=$$(mktemp); trap 'rm -f "$$tmp"' EXIT; \
+	$$helm template faas-gpu chart/faas-gpu --namespace openfaas > "$$tmp"; \
+	diff -u yaml/faas-gpu.yaml "$$tmp" || { echo "check-manifests: yaml/faas-gpu.yaml is stale: run make manifests" >&2; exit 1; }
