@@ -241,8 +241,12 @@ func (b *Backend) replicaSpec(fn *function, r *replica) (ReplicaSpec, error) {
 		"secret_mount_path="+secretsDir+"/",
 		"FAAS_GPU_REPLICA="+r.id,
 		"FAAS_GPU_MODEL="+fn.plan.Request.Model,
-		"FAAS_GPU_BATCH="+strconv.Itoa(max(r.config.Batch, 1)),
 	)
+	// A function that fixes its own batch size (as `faas-gpu profile` does
+	// for its batch points) keeps it; otherwise the plan's batch applies.
+	if _, own := dep.EnvVars["FAAS_GPU_BATCH"]; !own {
+		env = append(env, "FAAS_GPU_BATCH="+strconv.Itoa(max(r.config.Batch, 1)))
+	}
 	return ReplicaSpec{
 		ID:        r.id,
 		Function:  dep.Service,
