@@ -23,7 +23,7 @@ const NodeGPUsVersion = "faas-gpu/v1"
 type NodeGPUs struct {
 	Version string `json:"version"`
 	// Source says how the agent found the GPUs ("nvml").
-	Source string      `json:"source"`
+	Source string     `json:"source"`
 	GPUs   []AgentGPU `json:"gpus"`
 }
 
@@ -69,8 +69,8 @@ func DecodeNodeGPUs(node, value string) ([]Device, error) {
 	}
 	devs := make([]Device, 0, len(n.GPUs))
 	for _, g := range n.GPUs {
-		if g.MIGEnabled {
-			continue // MIG partitions are not MPS-shareable whole GPUs
+		if g.MIGEnabled || g.ComputeMode == ComputeModeProhibited {
+			continue // MIG partitions are not MPS-shareable whole GPUs; a prohibited GPU runs no CUDA work
 		}
 		if g.UUID == "" || g.MemoryBytes <= 0 {
 			return nil, fmt.Errorf("node %s: annotation %s: GPU %d has no UUID or memory", node, AnnotationNodeGPUs, g.Index)

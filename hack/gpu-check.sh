@@ -1,0 +1,530 @@
+#!/usr/bin/env bash
+# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU, in
+# under five minutes. It
+#   1. builds faas-gpu (or takes FAAS_GPU_BIN: GPU machines often have no Go
+#      or no network),
+#   2. prints what `faas-gpu agent -once` discovers with NVML,
+#   3. starts the CUDA MPS control daemon when there is one (and stops it),
+#   4. runs `faas-gpu serve` locally (NVML inventory) and, through the
+#      provider API, deploys a process function doing a fixed amount of real
+#      GPU work per request at 10, 25, 50 and 100 % SM (com.openfaas.gpu.sm),
+#   5. drives each for DURATION seconds with bounded concurrency and prints
+#      the throughput at each share.
+# Without MPS the SM share cannot bite: expect the same req/s at every share.
+#
+# The GPU work, in this order of preference (GPU_WORK picks one):
+#   nvcc   a CUDA C kernel of independent FMA chains, built with nvcc into a
+#          shared library: pure SM-bound work, no framework in the way
+#   torch  fp16 4096x4096 matrix products with PyTorch
+#   cupy   the same with CuPy
+# The function itself is a small Python HTTP server (of-watchdog http mode),
+# so python3 is needed in every case.
+#
+# Environment:
+#   FAAS_GPU_BIN   faas-gpu binary to use instead of building one
+#   GPU_WORK       nvcc, torch or cupy (default: the first that works)
+#   SM_SHARES      SM percentages to measure (default "10 25 50 100")
+#   DURATION       seconds of load per share (default 20)
+#   CONCURRENCY    requests in flight (default 4)
+#   TARGET_MS      GPU time of one request at 100 % SM; the work per request
+#                  is calibrated to it once, then fixed (default 25)
+#   KEEP=1         keep the temporary folder (logs) instead of removing it
+#   GPU_CHECK_DRY_RUN=1  no GPU needed: a CPU stand-in for the work and the
+#                  built-in inventory; checks this script's plumbing only
+#
+# Everything lives in one temporary folder; every process started here is
+# stopped on exit, also on Ctrl-C.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/faas-gpu-check.XXXXXX")
+SM_SHARES=${SM_SHARES:-"10 25 50 100"}
+DURATION=${DURATION:-20}
+CONCURRENCY=${CONCURRENCY:-4}
+TARGET_MS=${TARGET_MS:-25}
+DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
+
+serve_pid=""
+child=""
+mps_started=0
+mps_pipe="$work/mps-pipe"
+mkdir -p "$work/pids" "$work/state"
+
+log() { printf '\n== %s\n' "$*"; }
+die() {
+	printf 'gpu-check: %s\n' "$*" >&2
+	exit 1
+}
+
+# stop_pid sends TERM, waits up to $2 seconds, then KILLs.
+stop_pid() {
+	local pid=$1 grace=${2:-5} i
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < grace * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# run_bg runs a command in the background and waits for it: a signal then
+# reaches the trap at once, not after the command has finished.
+run_bg() {
+	local rc=0
+	"$@" &
+	child=$!
+	wait "$child" || rc=$?
+	child=""
+	return "$rc"
+}
+
+cleanup() {
+	local status=$? f
+	trap - EXIT INT TERM
+	if [[ -n $child ]]; then
+		stop_pid "$child" 2
+	fi
+	# The provider stops its replicas on SIGTERM; the functions also record
+	# their pids, in case it could not.
+	if [[ -n $serve_pid ]]; then
+		stop_pid "$serve_pid" 15
+	fi
+	for f in "$work"/pids/*; do
+		[[ -e $f ]] && stop_pid "$(basename "$f")" 2
+	done
+	if ((mps_started)); then
+		echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" nvidia-cuda-mps-control >/dev/null 2>&1 || true
+	fi
+	if ((status != 0)) && [[ -f $work/serve.log ]]; then
+		printf '\n== last lines of the provider log\n' >&2
+		tail -n 40 "$work/serve.log" >&2 || true
+	fi
+	if [[ ${KEEP:-0} == 1 ]]; then
+		echo "logs kept in $work"
+	else
+		rm -rf "$work"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+command -v python3 >/dev/null || die "python3 is needed (the function is a small Python HTTP server)"
+command -v curl >/dev/null || die "curl is needed"
+
+# ---------------------------------------------------------------- the function
+cat >"$work/gpu-work.py" <<'PY'
+"""A GPU function for faas-gpu's check: of-watchdog http mode on $port.
+
+POST /?iters=N does N units of GPU work and answers how long they took.
+GET answers without touching the GPU (the provider's readiness probe).
+"""
+import ctypes
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs, urlparse
+
+
+def backend(kind):
+    """Returns run(iters) and a default iters for about a millisecond."""
+    if kind == "nvcc":
+        lib = ctypes.CDLL(os.environ["GPU_WORK_LIB"])
+        lib.work.argtypes = [ctypes.c_long]
+        lib.work.restype = ctypes.c_int
+        lib.work_init.restype = ctypes.c_int
+        lib.work_error.restype = ctypes.c_char_p
+        if lib.work_init() != 0:
+            raise RuntimeError("CUDA init: " + lib.work_error().decode())
+
+        def run(iters):
+            if lib.work(iters) != 0:
+                raise RuntimeError("CUDA: " + lib.work_error().decode())
+
+        return run, 4000
+    if kind == "torch":
+        import torch
+
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        c = torch.empty_like(a)
+
+        def run(iters):
+            for _ in range(iters):
+                torch.matmul(a, b, out=c)
+            torch.cuda.synchronize()
+
+        return run, 8
+    if kind == "cupy":
+        import cupy
+
+        a = cupy.random.random((4096, 4096)).astype(cupy.float16)
+        b = cupy.random.random((4096, 4096)).astype(cupy.float16)
+        c = cupy.empty_like(a)
+
+        def run(iters):
+            for _ in range(iters):
+                cupy.matmul(a, b, out=c)
+            cupy.cuda.Device().synchronize()
+
+        return run, 8
+    if kind == "cpu":  # GPU_CHECK_DRY_RUN: plumbing only
+
+        def run(iters):
+            x = 0
+            for i in range(iters * 20000):
+                x += i
+
+        return run, 1
+    raise SystemExit("unknown GPU_WORK " + kind)
+
+
+def main():
+    kind = os.environ.get("GPU_WORK", "torch")
+    sm = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "")
+    run, default_iters = backend(kind)
+    run(default_iters)  # warm-up: context, kernels, cuBLAS handles
+    if "--probe" in sys.argv:
+        print("probe ok: %s, SM %s" % (kind, sm or "(no MPS limit)"))
+        return
+    # The script stops every pid recorded here on exit, should the
+    # provider not have stopped its replicas.
+    pids = os.environ.get("GPU_CHECK_PIDS")
+    if pids:
+        open(os.path.join(pids, str(os.getpid())), "w").close()
+
+    class Handler(BaseHTTPRequestHandler):
+        def reply(self, code, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.reply(200, {"backend": kind, "sm": sm})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            q = parse_qs(urlparse(self.path).query)
+            try:
+                iters = max(1, int(q.get("iters", [default_iters])[0]))
+            except ValueError:
+                self.reply(400, {"error": "iters must be an integer"})
+                return
+            t0 = time.perf_counter()
+            try:
+                run(iters)
+            except Exception as e:  # report, keep serving
+                print("work failed: %s" % e, file=sys.stderr, flush=True)
+                self.reply(500, {"error": str(e)})
+                return
+            ms = (time.perf_counter() - t0) * 1000
+            self.reply(200, {"gpu_ms": ms, "iters": iters, "sm": sm, "backend": kind, "pid": os.getpid()})
+
+        def log_message(self, *args):
+            pass
+
+    port = int(os.environ["port"])
+    print("gpu-work: %s on GPU %s, SM %s, memory limit %s, port %d" % (
+        kind, os.environ.get("CUDA_VISIBLE_DEVICES", "-"), sm or "(no MPS limit)",
+        os.environ.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "-"), port), flush=True)
+    HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+main()
+PY
+
+cat >"$work/work.cu" <<'CU'
+// SM-bound work: many blocks of independent FMA chains, so the time of one
+// launch falls in proportion to the SMs MPS lets it use.
+#include <cuda_runtime.h>
+
+__global__ void fma_chains(float *out, long iters) {
+  float a = threadIdx.x * 1e-3f, b = blockIdx.x * 1e-3f, c = 0.5f, d = 0.25f;
+  for (long i = 0; i < iters; i++) {
+    a = fmaf(a, 0.9999f, 0.001f);
+    b = fmaf(b, 0.9999f, 0.002f);
+    c = fmaf(c, 0.9999f, 0.003f);
+    d = fmaf(d, 0.9999f, 0.004f);
+  }
+  if (a + b + c + d == 42.0f) out[0] = a;  // keeps the loop from being removed
+}
+
+static float *buf;
+static cudaError_t last = cudaSuccess;
+
+extern "C" int work_init(void) {
+  last = cudaMalloc(&buf, sizeof(float));  // creates the context
+  return last == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int work(long iters) {
+  fma_chains<<<8192, 256>>>(buf, iters);
+  last = cudaGetLastError();
+  if (last == cudaSuccess) last = cudaDeviceSynchronize();
+  return last == cudaSuccess ? 0 : -1;
+}
+
+extern "C" const char *work_error(void) { return cudaGetErrorString(last); }
+CU
+
+# ------------------------------------------------------------- the load driver
+cat >"$work/load.py" <<'PY'
+"""calibrate URL ITERS TARGET_MS -> iters; warm URL ITERS; load URL SECONDS CONCURRENCY ITERS -> JSON."""
+import json
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+
+
+def post(url, iters):
+    req = urllib.request.Request("%s?iters=%d" % (url, iters), data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+mode, url = sys.argv[1], sys.argv[2]
+if mode == "calibrate":
+    iters, target = int(sys.argv[3]), float(sys.argv[4])
+    ms = statistics.median(post(url, iters)["gpu_ms"] for _ in range(5))
+    # Grow in steps: a tiny first sample is mostly launch overhead.
+    for _ in range(16):
+        if ms >= target / 4:
+            break
+        iters *= 4
+        ms = statistics.median(post(url, iters)["gpu_ms"] for _ in range(3))
+    print(max(1, round(iters * target / ms)))
+    sys.exit(0)
+if mode == "warm":
+    for _ in range(2):
+        post(url, int(sys.argv[3]))
+    sys.exit(0)
+
+seconds, concurrency, iters = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lock = threading.Lock()
+lat, gpu, errors = [], [], []
+start = time.monotonic()
+deadline = start + seconds
+
+
+def worker():
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        try:
+            r = post(url, iters)
+        except Exception as e:
+            with lock:
+                errors.append(str(e))
+            time.sleep(0.1)
+            continue
+        with lock:
+            lat.append((time.monotonic() - t0) * 1000)
+            gpu.append(r["gpu_ms"])
+
+
+threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+elapsed = time.monotonic() - start
+print(json.dumps({
+    "ok": len(lat), "errors": len(errors), "first_error": errors[0] if errors else "",
+    "seconds": round(elapsed, 2), "rps": round(len(lat) / elapsed, 2),
+    "p50_ms": round(statistics.median(lat), 1) if lat else None,
+    "gpu_ms": round(statistics.median(gpu), 2) if gpu else None,
+}))
+PY
+
+# ------------------------------------------------------------------ 1. build
+log "faas-gpu"
+if [[ -n ${FAAS_GPU_BIN:-} ]]; then
+	bin=$FAAS_GPU_BIN
+	[[ -x $bin ]] || die "FAAS_GPU_BIN=$bin is not an executable"
+elif command -v go >/dev/null; then
+	run_bg go -C "$repo" build -o "$work/faas-gpu" . || die "go build failed (offline? build elsewhere and set FAAS_GPU_BIN)"
+	bin=$work/faas-gpu
+elif [[ -x $repo/bin/faas-gpu ]]; then
+	bin=$repo/bin/faas-gpu
+else
+	die "no Go here to build faas-gpu: run 'make build' on a machine with Go and set FAAS_GPU_BIN"
+fi
+"$bin" version
+
+# ------------------------------------------------------- 2. what NVML sees
+log "faas-gpu agent -once"
+if command -v nvidia-smi >/dev/null; then
+	nvidia-smi -L || true
+fi
+if ! "$bin" agent -once; then
+	((DRY_RUN)) || die "the agent found no GPU through NVML"
+	echo "(dry run: going on without NVML)"
+fi
+
+# --------------------------------------------------------- the GPU work kind
+nvcc_bin=$(command -v nvcc || true)
+if [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]]; then
+	nvcc_bin=/usr/local/cuda/bin/nvcc
+fi
+build_nvcc() {
+	[[ -n $nvcc_bin ]] || return 1
+	echo "building the CUDA kernel with $nvcc_bin"
+	"$nvcc_bin" -O3 -shared -Xcompiler -fPIC -o "$work/libwork.so" "$work/work.cu" >"$work/nvcc.log" 2>&1 || {
+		echo "nvcc failed:" && tail -n 20 "$work/nvcc.log"
+		return 1
+	}
+}
+has_python() { python3 -c "$1" >/dev/null 2>&1; }
+gpu_work=${GPU_WORK:-}
+if ((DRY_RUN)); then
+	gpu_work=cpu
+elif [[ -z $gpu_work ]]; then
+	if build_nvcc; then
+		gpu_work=nvcc
+	elif has_python 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+		gpu_work=torch
+	elif has_python 'import cupy; cupy.cuda.runtime.getDeviceCount()'; then
+		gpu_work=cupy
+	else
+		die "nothing can run GPU work here: install the CUDA toolkit (nvcc), or PyTorch or CuPy for python3"
+	fi
+elif [[ $gpu_work == nvcc ]]; then
+	build_nvcc || die "GPU_WORK=nvcc but the kernel does not build"
+fi
+log "GPU work: $gpu_work"
+
+# ------------------------------------------------------------------ 3. MPS
+# probe runs the work once as a client would, with the MPS pipe if any.
+probe() {
+	CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" GPU_WORK=$gpu_work GPU_WORK_LIB="$work/libwork.so" \
+		timeout 120 python3 "$work/gpu-work.py" --probe
+}
+mps=off
+if ((DRY_RUN)); then
+	:
+elif command -v pgrep >/dev/null && pgrep -x nvidia-cuda-mps-control >/dev/null; then
+	mps_pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
+	mps="already running (pipe $mps_pipe)"
+elif command -v nvidia-cuda-mps-control >/dev/null; then
+	mkdir -p "$mps_pipe" "$work/mps-log"
+	if CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps-log" nvidia-cuda-mps-control -d; then
+		mps_started=1
+		mps="started (pipe $mps_pipe)"
+	fi
+fi
+if [[ $mps != off ]] && ! probe; then
+	echo "a CUDA client fails under MPS; its server log says:"
+	tail -n 20 "$work/mps-log/server.log" 2>/dev/null || true
+	if ((mps_started)); then
+		echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" nvidia-cuda-mps-control >/dev/null 2>&1 || true
+		mps_started=0
+	fi
+	mps="off (it failed here)"
+fi
+if [[ $mps == off* ]] && ! ((DRY_RUN)); then
+	probe || die "the GPU work fails even without MPS"
+fi
+log "MPS: $mps"
+if [[ $mps == off* ]]; then
+	echo "without MPS the SM share is not enforced: expect about the same req/s at every share"
+fi
+
+# ----------------------------------------------------------------- 4. serve
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+api=http://127.0.0.1:$port
+log "faas-gpu serve on :$port"
+env -u basic_auth port="$port" "$bin" serve -state-dir "$work/state" -node-name gpu-check \
+	-mps-pipe-dir "$mps_pipe" >"$work/serve.log" 2>&1 &
+serve_pid=$!
+for ((i = 0; i < 100; i++)); do
+	curl -fsS "$api/healthz" >/dev/null 2>&1 && break
+	kill -0 "$serve_pid" 2>/dev/null || die "faas-gpu serve exited"
+	sleep 0.1
+done
+curl -fsS "$api/healthz" >/dev/null || die "faas-gpu serve does not answer"
+source=$(curl -fsS "$api/system/gpus" | python3 -c 'import json, sys; g = json.load(sys.stdin); print(g["source"], "emulated" if g["emulated"] else "real", sum(len(n["gpus"]) for n in g["nodes"]), "GPUs")')
+echo "inventory: $source"
+if [[ $source != nvml* ]] && ! ((DRY_RUN)); then
+	die "the provider does not use NVML's inventory ($source)"
+fi
+
+# deploy NAME SM ITERS? deploys the work function with that SM share.
+deploy() {
+	local body
+	body=$(python3 - "$1" "$2" <<PY
+import json, sys
+print(json.dumps({
+    "service": sys.argv[1], "image": "local/gpu-work:check",
+    "envProcess": "$(command -v python3) $work/gpu-work.py",
+    "envVars": {"mode": "http", "GPU_WORK": "$gpu_work", "GPU_WORK_LIB": "$work/libwork.so",
+                "GPU_CHECK_PIDS": "$work/pids", "PYTHONUNBUFFERED": "1"},
+    "labels": {"com.openfaas.scale.min": "1", "com.openfaas.scale.max": "1"},
+    "annotations": {"com.openfaas.gpu.sm": sys.argv[2], "com.openfaas.gpu.memory": "8Gi"},
+}))
+PY
+	)
+	curl -fsS -X POST -H 'Content-Type: application/json' -d "$body" "$api/system/functions" >/dev/null ||
+		die "deploy $1 failed"
+	for ((i = 0; i < 1200; i++)); do
+		if curl -fsS "$api/system/function/$1" 2>/dev/null |
+			python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin).get("availableReplicas", 0) > 0 else 1)'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "$1 did not become ready in 120 s"
+}
+
+undeploy() {
+	curl -fsS -X DELETE -H 'Content-Type: application/json' -d "{\"functionName\":\"$1\"}" "$api/system/functions" >/dev/null || true
+	for ((i = 0; i < 150; i++)); do
+		curl -fs -o /dev/null "$api/system/function/$1" || return 0
+		sleep 0.1
+	done
+}
+
+# ------------------------------------------------------------ 5. the shares
+# The work per request is fixed once, at 100 % SM, so every share does the
+# same work and only the time changes.
+log "calibrating: GPU time per request at 100 % SM to about $TARGET_MS ms"
+deploy gpu-work-cal 100
+run_bg python3 "$work/load.py" calibrate "$api/function/gpu-work-cal" 1 "$TARGET_MS" >"$work/iters" || die "calibration failed"
+iters=$(cat "$work/iters")
+undeploy gpu-work-cal
+echo "work per request: $iters units of $gpu_work"
+
+: >"$work/results.jsonl"
+for sm in $SM_SHARES; do
+	log "SM $sm %: $DURATION s at concurrency $CONCURRENCY"
+	deploy "gpu-work-$sm" "$sm"
+	python3 "$work/load.py" warm "$api/function/gpu-work-$sm" "$iters" || die "gpu-work-$sm does not answer"
+	run_bg python3 "$work/load.py" load "$api/function/gpu-work-$sm" "$DURATION" "$CONCURRENCY" "$iters" >"$work/result.json" ||
+		die "the load driver failed"
+	result=$(cat "$work/result.json")
+	echo "$result"
+	printf '{"sm": %s, "result": %s}\n' "$sm" "$result" >>"$work/results.jsonl"
+	undeploy "gpu-work-$sm"
+done
+
+log "throughput (GPU work: $gpu_work, $iters units per request; MPS: $mps)"
+python3 - "$work/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+full = next((r["result"]["rps"] for r in rows if r["sm"] == 100), None)
+print("%6s %9s %9s %12s %8s %9s" % ("SM %", "req/s", "p50 ms", "GPU ms/req", "errors", "vs 100%"))
+for r in sorted(rows, key=lambda r: r["sm"]):
+    x = r["result"]
+    rel = "%.2f" % (x["rps"] / full) if full else "-"
+    print("%6d %9.2f %9s %12s %8d %9s" % (r["sm"], x["rps"], x["p50_ms"], x["gpu_ms"], x["errors"], rel))
+    if x["errors"]:
+        print("       first error: %s" % x["first_error"])
+PY
