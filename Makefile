@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test vet bench clean manifests check-manifests
+.PHONY: build run test vet bench bench-sim clean manifests check-manifests
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -25,6 +25,17 @@ test: vet
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The published simulator runs of docs/evaluation.md: tables on stdout, CSV
+# and SVG in docs/evaluation/ (needs ../shared/data/rapp-v100-latency.csv).
+bench-sim: build
+	./$(BIN) simulate -quiet -scenario consolidation -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario throughput -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario throughput -max-batch 1 -name throughput-batch1 -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario locality -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario cost -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario scale -out docs/evaluation
 
 clean:
 	rm -rf bin

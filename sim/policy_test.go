@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// LALB sends a request to the free GPU that holds its model; LB sends it
+// to the next GPU in turn, which here does not hold it.
+func TestLocalityVersusLoadBalancing(t *testing.T) {
+	cat := synthCatalog(t, m("ma", 10), m("mb", 10))
+	wl := trace(t, "0,zoo,ma\n5,zoo,mb\n10,zoo,mb\n", TraceOptions{})
+	tests := []struct {
+		policy string
+		gpus   []int // where each request ran
+		hit    float64
+	}{
+		{"lb", []int{0, 1, 0}, 0},
+		{"lalb", []int{0, 1, 1}, 100.0 / 3},
+		{"lalb-o3", []int{0, 1, 1}, 100.0 / 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy, func(t *testing.T) {
+			// GPUs on separate nodes: no node-tier loads to muddle it.
+			res, done, _ := simulate(t, tt.policy, wl, cluster(t, 2, 1), cat, Options{})
+			var got []int
+			for _, c := range done {
+				got = append(got, c.gpu)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.gpus) {
+				t.Errorf("requests ran on GPUs %v, want %v", got, tt.gpus)
+			}
+			if diff := res.HitRatio - tt.hit; diff > 1e-9 || diff < -1e-9 {
+				t.Errorf("hit ratio %.2f %%, want %.2f %%", res.HitRatio, tt.hit)
+			}
+		})
+	}
+}
+
+// With one GPU busy loading ma, a request for mx (held nowhere) and then
+// one for ma wait. In order, mx goes first and loads; out of order the
+// GPU takes the later ma request it holds first.
+func TestOutOfOrderServesAHeldModelFirst(t *testing.T) {
+	cat := synthCatalog(t, m("ma", 10), m("mx", 10))
+	wl := trace(t, "0,zoo,ma\n0.1,zoo,mx\n0.2,zoo,ma\n", TraceOptions{})
+	for policy, order := range map[string]string{"lalb": "0 1 2", "lalb-o3": "0 2 1", "lb": "0 1 2"} {
+		_, done, _ := simulate(t, policy, wl, cluster(t, 1, 1), cat, Options{})
+		var got []string
+		for _, c := range done {
+			got = append(got, fmt.Sprint(c.n))
+		}
+		if strings.Join(got, " ") != order {
+			t.Errorf("%s completed requests %v, want %s", policy, got, order)
+		}
+	}
+}
+
+// Time sharing gives every pod the whole GPU: two pods there never run at
+// the same time, so two requests that arrive together each take longer
+// than alone (10 and 20 ms of work end at 20 and 30 ms); on two GPUs
+// they do not (the baseline spreads pods while GPUs are free).
+func TestTimeSharingNeverRunsPodsConcurrently(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10), m("m20", 20))
+	wl := trace(t, "0,a,m10\n0,b,m20\n", TraceOptions{})
+	for gpus, want := range map[int][]float64{1: {20, 30}, 2: {10, 20}} {
+		_, done, e := simulate(t, "time-sharing", wl, cluster(t, gpus, gpus), cat, Options{})
+		for i, c := range done {
+			if !near(c.latency, msDur(want[i])) {
+				t.Errorf("%d GPUs: completion %d took %s, want %v ms", gpus, i, c.latency, want[i])
+			}
+		}
+		for _, f := range e.pol.(*fastFamily).fns {
+			for _, r := range f.live {
+				if r.sm != 100 || r.share != fullShare {
+					t.Errorf("pod %s has %d%% SM, share %d: time sharing gives whole GPUs", r.id, r.sm, r.share)
+				}
+			}
+		}
+	}
+}
+
+// FaST-GShare packs the slide-18 pods into one GPU's quota x SM square;
+// time sharing spreads them over all four GPUs.
+func TestFastGShareConsolidates(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10))
+	var fns []Function
+	for i := range 8 {
+		fns = append(fns, Function{Name: fmt.Sprintf("f%d", i), Model: "m10", SLO: 50 * time.Millisecond})
+	}
+	wl, err := Generator{Functions: fns, Shape: Constant(16), Duration: 30 * time.Second}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"fast-gshare": 1, "time-sharing": 4}
+	for policy, gpus := range want {
+		res, _, e := simulate(t, policy, wl, cluster(t, 4, 1), cat, Options{})
+		if res.GPUsMean != gpus {
+			t.Errorf("%s used %.2f GPUs, want %v", policy, res.GPUsMean, gpus)
+		}
+		if policy == "fast-gshare" {
+			// Highest RPR meeting 50 ms: 5 % SM at quota 20 % (50 ms),
+			// as efficient as the whole quota and smaller.
+			r := e.pol.(*fastFamily).fns[0].live[0]
+			if r.sm != 5 || r.quota != 20 {
+				t.Errorf("pod at %d%% SM, quota %d%%; want 5%%, 20%%", r.sm, r.quota)
+			}
+			if res.Completed != len(wl.Arrivals) || res.P99 > 50 {
+				t.Errorf("completed %d of %d, p99 %.1f ms", res.Completed, len(wl.Arrivals), res.P99)
+			}
+		}
+	}
+}
+
+// FaST-GShare's autoscaler covers a rate with the most efficient pods and
+// a tight one for the rest, and removes the least efficient first.
+func TestFastGShareAutoscaler(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10))
+	ramp := Ramp{{0, 5}, {30 * time.Second, 5}, {31 * time.Second, 95}, {90 * time.Second, 95}, {91 * time.Second, 5}, {200 * time.Second, 5}}
+	wl, err := Generator{Functions: []Function{{Name: "f", Model: "m10", SLO: 50 * time.Millisecond, Max: 50}}, Shape: ramp, Duration: 200 * time.Second}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine("fast-gshare", wl, cluster(t, 4, 4), cat, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fastFamily{}
+	e.pol = p
+	peak := 0.0
+	e.onDone = func(int32, *replica, time.Duration) {
+		c := 0.0
+		for _, r := range p.fns[0].live {
+			c += r.tput
+		}
+		peak = max(peak, c)
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	f := p.fns[0]
+	if peak < 95 {
+		t.Errorf("peak capacity %.1f req/s, want at least the 95 req/s offered", peak)
+	}
+	if len(f.live) != 1 {
+		t.Errorf("after the load fell to 5 req/s: %d pods, want the minimum, 1", len(f.live))
+	}
+}
+
+// faas-gpu keeps a scaled-down replica warm and promotes it on the next
+// rise: no second load.
+func TestFaasGPUReusesWarmReplicas(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10))
+	// One 5 % replica serves 100 req/s at 10 ms; 300 req/s needs more.
+	ramp := Ramp{{0, 300}, {60 * time.Second, 300}, {61 * time.Second, 10}, {150 * time.Second, 10}, {151 * time.Second, 300}, {200 * time.Second, 300}}
+	wl, err := Generator{Functions: []Function{{Name: "f", Model: "m10", SLO: 50 * time.Millisecond}}, Shape: ramp, Poisson: true, Duration: 200 * time.Second, Seed: 3}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, e := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{})
+	p := e.pol.(*faasGPU)
+	if p.promoted == 0 {
+		t.Fatalf("no warm replica promoted (placed %d)", p.placed)
+	}
+	// Loads only for replicas placed during the run; promoted ones load
+	// nothing.
+	if loads := res.ColdLoads + res.NodeLoads; loads != p.placed-1 {
+		t.Errorf("%d loads for %d replicas placed after the first", loads, p.placed-1)
+	}
+}
+
+func TestFastGShareNeedsQuotas(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10))
+	cat.Quotas = false
+	wl := trace(t, "0,f,m10\n", TraceOptions{})
+	_, err := RunPolicy(Config{Workload: wl, Inventory: cluster(t, 1, 1), Catalog: cat}, "fast-gshare")
+	if err == nil || !strings.Contains(err.Error(), "profiles-csv") {
+		t.Errorf("got %v, want an error naming --profiles-csv", err)
+	}
+}

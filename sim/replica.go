@@ -1,0 +1,107 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// repState is where a replica is in its life.
+type repState uint8
+
+const (
+	// repPending: wanted, but no GPU has room yet.
+	repPending repState = iota
+	// repStarting: placed; its container starts and its model loads.
+	repStarting
+	// repServing: in service: routers send it requests.
+	repServing
+	// repRetired: out of service; it finishes what it holds.
+	repRetired
+	// repWarm: faas-gpu's idle warm replica: model in GPU memory, no SM.
+	repWarm
+	// repGone: stopped, its GPU share freed.
+	repGone
+)
+
+// fullShare is a whole GPU in the unit replicas' shares are counted in
+// (SM % x quota %).
+const fullShare = 100 * 100
+
+// replica is one running copy of a function (or, for the LB family, a GPU
+// worker that serves every function).
+type replica struct {
+	id    string
+	seq   int // creation order
+	fn    int // -1: a worker that serves every function
+	model int // the model it loads at start; -1: none
+	gpu   *gpuState
+	sm    int
+	quota int
+	batch int
+	mem   int64
+	// share is the SM x time share of its GPU it holds while in service.
+	share int
+	state repState
+	// started: its container runs and its model is loaded.
+	started bool
+
+	queue   fifo    // routed to it, not started (least-outstanding routing)
+	running []int32 // the batch it computes
+	busy    bool
+	gen     uint64
+	// compute is the computing time of the batch whose model is loading.
+	compute time.Duration
+	// work is the dedicated-GPU time (ns) the running batch still needs,
+	// on a time-shared GPU.
+	work float64
+
+	cfg       scheduler.SliceConfig // faas-gpu: its slice
+	tput, rpr float64               // fast-gshare family: throughput, RPR
+}
+
+// outstanding is what least-outstanding routing counts: requests running
+// and waiting at the replica.
+func (r *replica) outstanding() int64 { return int64(len(r.running) + r.queue.len()) }
+
+// gpuState is one GPU as the engine accounts for it.
+type gpuState struct {
+	dev    gpu.Device
+	idx    int
+	booked int // replicas holding its memory (starting, serving, retired, warm)
+	active int // replicas in service
+	alloc  int // SM x time share of the replicas in service (fullShare = all)
+	busy   int // replicas computing
+	ts     timeShare
+}
+
+// fifo is a queue of request numbers.
+type fifo struct {
+	buf  []int32
+	head int
+}
+
+func (f *fifo) len() int { return len(f.buf) - f.head }
+
+func (f *fifo) push(n int32) { f.buf = append(f.buf, n) }
+
+func (f *fifo) pop() int32 {
+	n := f.buf[f.head]
+	f.head++
+	if f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	} else if f.head >= 1024 && f.head*2 >= len(f.buf) {
+		f.buf = f.buf[:copy(f.buf, f.buf[f.head:])]
+		f.head = 0
+	}
+	return n
+}
+
+// take pops up to k requests into dst.
+func (f *fifo) take(dst []int32, k int) []int32 {
+	for range min(k, f.len()) {
+		dst = append(dst, f.pop())
+	}
+	return dst
+}

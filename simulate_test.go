@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/faas-gpu/faas-gpu/sim"
+)
+
+func TestSimulateRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing to run", nil, "-scenario, -trace or -models"},
+		{"unknown scenario", []string{"-scenario", "nope"}, "unknown scenario"},
+		{"unknown policy", []string{"-models", "resnet50", "-policies", "lb,magic"}, "-policies"},
+		{"bad process", []string{"-models", "resnet50", "-process", "bursty"}, "-process"},
+		{"bad ramp", []string{"-models", "resnet50", "-ramp", "10s"}, "-ramp"},
+		{"bad memory", []string{"-models", "resnet50", "-memory", "lots"}, "-memory"},
+		{"bad sm", []string{"-models", "resnet50", "-sm", "120"}, "-sm"},
+		{"bad margin", []string{"-models", "resnet50", "-slo-margin", "2"}, "-slo-margin"},
+		{"bad model", []string{"-models", "largest:0"}, "models"},
+		{"unknown model", []string{"-models", "nosuchnet", "-duration", "1s"}, "nosuchnet"},
+		{"missing trace", []string{"-trace", "/nonexistent.csv"}, "trace"},
+		{"stray argument", []string{"-models", "resnet50", "extra"}, "unexpected argument"},
+		{"unknown flag", []string{"-nope"}, "nope"},
+		{"no gpus", []string{"-models", "resnet50", "-gpus", "0"}, "cluster"},
+		{"bad name", []string{"-models", "resnet50", "-name", "../up"}, "-name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := simulateCmd(tt.args, &out, &errOut)
+			if err == nil || !strings.Contains(err.Error()+errOut.String(), tt.want) {
+				t.Errorf("got %v (stderr %q), want an error mentioning %q", err, errOut.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestSimulateHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := simulateCmd([]string{"-h"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(sim.ScenarioNames(), "-trace", "-out", sim.TraceHeader) {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("help does not mention %q", want)
+		}
+	}
+}
+
+// A generated run writes its table, CSV files, plots and trace; the trace
+// replays to the same table.
+func TestSimulateWritesOutputsAndReplaysItsTrace(t *testing.T) {
+	dir := t.TempDir()
+	tracePath := filepath.Join(dir, "w.csv")
+	args := []string{"-models", "resnet50*2,vgg16", "-rate", "30", "-duration", "20s", "-gpus", "2", "-slo-factor", "3.5",
+		"-policies", "time-sharing,lb,lalb-o3,faas-gpu", "-quiet", "-out", dir, "-write-trace", tracePath, "-per-function"}
+	var out, errOut bytes.Buffer
+	if err := simulateCmd(args, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	text := out.String()
+	for _, want := range []string{"policy", "faas-gpu", "lalb-o3", "SLO viol %", "packing lower bound", "vs time-sharing", "vs lb", "simulated requests per wall second"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	for _, f := range []string{"run-summary.csv", "run-series.csv", "run-cdf.csv", "run-functions.csv", "run-latency-cdf.svg", "run-gpus.svg", "run-sm.svg", "run-throughput.svg"} {
+		info, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	svg, _ := os.ReadFile(filepath.Join(dir, "run-gpus.svg"))
+	if !bytes.Contains(svg, []byte("<svg")) {
+		t.Error("run-gpus.svg is not SVG")
+	}
+	table := func(s string) string { // the table and comparisons, not the timings
+		return s[strings.Index(s, "  policy"):strings.Index(s, "simulator:")]
+	}
+	var replay bytes.Buffer
+	if err := simulateCmd([]string{"-trace", tracePath, "-duration", "20s", "-gpus", "2", "-slo-factor", "3.5",
+		"-policies", "time-sharing,lb,lalb-o3,faas-gpu", "-quiet", "-per-function"}, &replay, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if table(replay.String()) != table(text) {
+		t.Errorf("the trace replays differently:\n%s\nvs\n%s", table(replay.String()), table(text))
+	}
+}
+
+func TestSimulateScenarioWithOverrides(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := simulateCmd([]string{"-scenario", "consolidation", "-duration", "30s", "-warmup", "5s", "-policies", "time-sharing,faas-gpu", "-quiet"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "scenario consolidation:") || !strings.Contains(out.String(), "8 functions") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
