@@ -45,6 +45,7 @@ type simulateFlags struct {
 	sloMargin                       float64
 	seed                            uint64
 	multiModel, quiet, perFunction  bool
+	noBacklog                       bool
 	duration, burstEvery, burstLen  time.Duration
 	slo, warmup, drain, start, warm time.Duration
 }
@@ -73,7 +74,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the workload: a seed gives the same run every time")
 	fs.DurationVar(&f.slo, "slo", 0, "latency SLO of every function (com.openfaas.gpu.slo)")
 	fs.Float64Var(&f.sloFac, "slo-factor", 0, "SLO of each function: this multiple of its model's batch-1 latency on a whole GPU")
-	fs.Float64Var(&f.sloMargin, "slo-margin", 1, "faas-gpu and fast-gshare plan against SLO x this (violations still count against the SLO)")
+	fs.Float64Var(&f.sloMargin, "slo-margin", 1, "faas-gpu and fast-gshare are given SLO x this as their SLO (faas-gpu then holds its batches to half of it, fast-gshare to all of it); violations still count against the SLO")
 	fs.IntVar(&f.sm, "sm", 0, "SM % of every replica (com.openfaas.gpu.sm); 0: the policy chooses")
 	fs.StringVar(&f.memory, "memory", "", "GPU memory of every replica (com.openfaas.gpu.memory), e.g. 4Gi; empty: from the profile")
 	fs.IntVar(&f.min, "min", 0, "replicas at least (com.openfaas.scale.min; 0: 1)")
@@ -85,6 +86,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	fs.DurationVar(&f.warmup, "warmup", 0, "leave requests arriving before this out of the request metrics")
 	fs.DurationVar(&f.drain, "drain", 5*time.Minute, "how long after the load requests may still finish")
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "cap every replica's batch size (0: none)")
+	fs.BoolVar(&f.noBacklog, "no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)")
 	fs.DurationVar(&f.start, "container-start", 2*time.Second, "placement to process started, before the model loads")
 	fs.IntVar(&f.bound, "locality-bound", 2, "the provider's -locality-bound: requests waiting for a busy replica holding their model")
 	fs.DurationVar(&f.warm, "warm-ttl", 10*time.Minute, "the provider's -warm-ttl")
@@ -228,6 +230,9 @@ func (f *simulateFlags) spec() (sim.Spec, string, error) {
 	}
 	if set["max-batch"] {
 		o.MaxBatch = f.maxBatch
+	}
+	if set["no-backlog"] {
+		o.NoBacklog = f.noBacklog
 	}
 	if set["container-start"] {
 		o.ContainerStart = f.start

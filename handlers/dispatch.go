@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ func (d *dispatcher) acquire(ctx context.Context, ns, name, model string, eps []
 	d.seq++
 	w := &waiter{Waiting: scheduler.Waiting{Seq: d.seq, Model: model}, granted: make(chan scheduler.Endpoint, 1)}
 	d.queues[key] = append(d.queues[key], w)
+	d.reportLocked(key)
 	d.mu.Unlock()
 	d.drain(ns, name) // a free replica may take it at once
 
@@ -186,5 +188,15 @@ func (d *dispatcher) removeLocked(key string, w *waiter) {
 	}
 	if len(d.queues[key]) == 0 {
 		delete(d.queues, key)
+	}
+	d.reportLocked(key)
+}
+
+// reportLocked tells a resolver that observes queues how many requests of
+// the function at key (namespace/name) wait now.
+func (d *dispatcher) reportLocked(key string) {
+	if o, ok := d.resolver.(QueueObserver); ok {
+		ns, name, _ := strings.Cut(key, "/")
+		o.Queued(ns, name, len(d.queues[key]))
 	}
 }

@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +84,71 @@ func TestOutOfOrderDispatch(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("o3=%v: A did not take the %s request", o3, want)
 		}
+	}
+}
+
+// observedReplicas is fakeReplicas that observes the dispatcher's queue
+// (QueueObserver), as the local backend does for its autoscaler.
+type observedReplicas struct {
+	fakeReplicas
+	mu      sync.Mutex
+	reports []string // "ns/name=n" in order
+}
+
+func (o *observedReplicas) Queued(ns, name string, waiting int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reports = append(o.reports, fmt.Sprintf("%s/%s=%d", ns, name, waiting))
+}
+
+func (o *observedReplicas) last() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.reports) == 0 {
+		return ""
+	}
+	return o.reports[len(o.reports)-1]
+}
+
+// TestDispatcherReportsItsQueue: with the one replica busy, requests that
+// queue are reported one by one, and the count falls back to 0 as the
+// replica takes them.
+func TestDispatcherReportsItsQueue(t *testing.T) {
+	o := &observedReplicas{fakeReplicas: fakeReplicas{
+		eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}},
+		holds: map[string]string{"A": "x"},
+	}}
+	d := newDispatcher(o, 2, true)
+	d.poll = time.Hour // only releases hand out the replica here
+	ctx := context.Background()
+	eps, _ := o.ReadyEndpoints("ns", "fn", "x")
+	first, err := d.acquire(ctx, "ns", "fn", "x", eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.last(); got != "" {
+		t.Fatalf("a request that runs at once queued: %q", got)
+	}
+	granted := make(chan scheduler.Endpoint, 2)
+	for i := 1; i <= 2; i++ {
+		go func() {
+			ep, err := d.acquire(ctx, "ns", "fn", "x", eps)
+			if err != nil {
+				t.Error(err)
+			}
+			granted <- ep
+		}()
+		want := fmt.Sprintf("ns/fn=%d", i)
+		for deadline := time.Now().Add(2 * time.Second); o.last() != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %d queued, last report %q, want %q", i, o.last(), want)
+			}
+		}
+	}
+	d.release("ns", "fn", first)
+	d.release("ns", "fn", <-granted)
+	<-granted
+	if got := o.last(); got != "ns/fn=0" {
+		t.Fatalf("queue drained, last report %q, want ns/fn=0", got)
 	}
 }

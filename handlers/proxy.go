@@ -30,6 +30,16 @@ type ReplicaResolver interface {
 	Holds(replicaID, model string) bool
 }
 
+// QueueObserver is optionally implemented by a ReplicaResolver that wants
+// to know how many requests of a function wait in the proxy for a replica
+// (X-Model requests the locality dispatcher queues): the local backend's
+// autoscaler counts them in the function's backlog.
+type QueueObserver interface {
+	// Queued is called with the number waiting each time it changes, under
+	// the dispatcher's lock: it must not call back into the proxy.
+	Queued(namespace, name string, waiting int)
+}
+
 // HeaderCache is set by replicas that know whether the request's model was
 // in their memory: hit, node-hit or miss.
 const HeaderCache = "X-Faas-Gpu-Cache"

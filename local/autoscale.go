@@ -40,7 +40,7 @@ func (b *Backend) Tick(now time.Time) {
 		}
 		in := scheduler.AutoscaleInput{
 			Now: now, Rate: rate, LastRequest: time.Unix(0, fn.lastRequest.Load()), Policy: fn.spec.Scale,
-			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown,
+			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: b.backlogLocked(fn),
 		}
 		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
@@ -113,4 +113,33 @@ func (b *Backend) expireWarmLocked(now time.Time) []stopJob {
 		}
 	}
 	return jobs
+}
+
+// backlogLocked is what waits for fn beyond what its replicas serve at
+// once, the autoscaler's Backlog: at each replica in service, the requests
+// in flight above its batch size (its emulated worker's slots; they wait
+// for the running batch), plus those the proxy's dispatcher queues for a
+// replica (X-Model requests, see Queued).
+func (b *Backend) backlogLocked(fn *function) float64 {
+	n := int64(0)
+	for _, r := range fn.replicas {
+		n += max(r.inFlight.Load()-int64(max(r.config.Batch, 1)), 0)
+	}
+	b.waitingMu.Lock()
+	n += int64(b.waiting[key(fn.spec.Namespace(), fn.spec.Name())])
+	b.waitingMu.Unlock()
+	return float64(n)
+}
+
+// Queued is told by the proxy's dispatcher how many requests of a function
+// wait for a replica (handlers.QueueObserver), each time that changes; the
+// autoscaler counts them in the function's backlog.
+func (b *Backend) Queued(namespace, name string, waiting int) {
+	b.waitingMu.Lock()
+	defer b.waitingMu.Unlock()
+	if waiting <= 0 {
+		delete(b.waiting, key(namespace, name))
+		return
+	}
+	b.waiting[key(namespace, name)] = waiting
 }

@@ -69,6 +69,12 @@ type Backend struct {
 	functions  map[string]*function // key: namespace/name
 	namespaces map[string]types.FunctionNamespace
 	closed     bool
+
+	// waiting counts the requests the proxy's dispatcher queues for a
+	// replica, per function (key: namespace/name), as it reports them
+	// (Queued). Its own lock: the dispatcher reports under its lock.
+	waitingMu sync.Mutex
+	waiting   map[string]int
 }
 
 type function struct {
@@ -135,6 +141,7 @@ func New(cfg Config) (*Backend, error) {
 		logs:      newLogHub(2000),
 		product:   mainProduct(cfg.Inventory),
 		functions: map[string]*function{},
+		waiting:   map[string]int{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}

@@ -63,9 +63,15 @@ func TestProfileChoosesTheSlice(t *testing.T) {
 	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	want, err := builtinProfiles(t).Choose("resnet50", gpu.V100Product, 50*time.Millisecond, profiles.ChooseOptions{})
+	// The slice is planned against SLO/2 (scheduler.SLOQueueingFactor): a
+	// request that waits out one running batch still meets the 50-ms SLO.
+	// So it is the profile's choice at 25 ms, and the decision says so.
+	want, err := builtinProfiles(t).Choose("resnet50", gpu.V100Product, 25*time.Millisecond, profiles.ChooseOptions{BoundName: "SLO/2"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(want.Explanation, "ms ≤ SLO/2 (25ms)") || want.LatencyMs > 25 {
+		t.Fatalf("the decision must hold the batch to SLO/2: %s", want.Explanation)
 	}
 	rep, _ := b.GPUReport(ctx)
 	fr := rep.Functions[0]
@@ -93,7 +99,13 @@ func asFieldError(err error, fe **gpu.FieldError) bool {
 func TestAutoscalerFollowsTheRate(t *testing.T) {
 	b := newProfiledBackend(t)
 	ctx := context.Background()
-	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
+	// The default max (20): while the smoothed rate climbs, each tick's gap
+	// is small and is filled by the smallest slice covering it, so the
+	// replicas are many and small (10 are not enough for 3.5 x a base
+	// replica held to SLO/2, batch 8 on 30 % SM).
+	spec := modelSpec("rn", "resnet50", 50*time.Millisecond)
+	spec.Scale.Max = scheduler.DefaultMaxReplicas
+	if err := b.Deploy(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	fn := b.functions[key(DefaultNamespace, "rn")]
@@ -243,5 +255,62 @@ func TestEmulatedReplicaUsesProfileLatency(t *testing.T) {
 	want := time.Duration(lat * float64(time.Millisecond))
 	if h.Get(headerCache) != "hit" || d < want {
 		t.Fatalf("second call: %s cache %q, want a hit of at least the profiled %s", d, h.Get(headerCache), want)
+	}
+}
+
+// The proxy's dispatcher reports its queues to a resolver with this method
+// (handlers.QueueObserver); local does not import handlers.
+var _ interface {
+	Queued(namespace, name string, waiting int)
+} = (*Backend)(nil)
+
+// TestBacklogFeedsTheAutoscaler: the backlog is what waits beyond the
+// replicas' batch slots, plus what the proxy queues, and a backlog the
+// rate does not show scales the function up.
+func TestBacklogFeedsTheAutoscaler(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	fn := b.functions[key(DefaultNamespace, "rn")]
+	r := fn.replicas[0]
+	batch := int64(max(r.config.Batch, 1))
+	tests := []struct {
+		name     string
+		inFlight int64
+		queued   int
+		want     float64
+	}{
+		{"idle", 0, 0, 0},
+		{"running a batch: nothing waits", batch, 0, 0},
+		{"a batch and 3 waiting at the replica", batch + 3, 0, 3},
+		{"queued in the proxy", 0, 5, 5},
+		{"both", batch + 3, 5, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r.inFlight.Store(tt.inFlight)
+			b.Queued(DefaultNamespace, "rn", tt.queued)
+			b.mu.Lock()
+			got := b.backlogLocked(fn)
+			b.mu.Unlock()
+			if got != tt.want {
+				t.Fatalf("backlog %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	// No request counted yet (rate 0), but 2,000 wait: 2000 / 5 s =
+	// 400 req/s of demand, above one replica's capacity.
+	r.inFlight.Store(batch + 1000)
+	b.Queued(DefaultNamespace, "rn", 1000)
+	t.Cleanup(func() { r.inFlight.Store(0); b.Queued(DefaultNamespace, "rn", 0) })
+	b.Tick(time.Now())
+	b.mu.Lock()
+	n, reason := len(fn.replicas), fn.lastScale
+	b.mu.Unlock()
+	if n < 2 || !strings.Contains(reason, "backlog 2000") {
+		t.Fatalf("with 2,000 requests waiting: %d replicas (%q), want a scale-up for the backlog", n, reason)
 	}
 }

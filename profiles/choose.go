@@ -25,6 +25,11 @@ type ChooseOptions struct {
 	// Fallback is Store.Lookup's answer; when used, the explanation says
 	// the profile was measured on another product.
 	Fallback Fallback
+	// BoundName names the latency bound in the explanation when the
+	// caller chooses against a bound derived from the SLO rather than the
+	// SLO itself: "SLO/2" reads "21.1 ms ≤ SLO/2 (50ms)". Empty: the bound
+	// is the SLO ("21.1 ms ≤ SLO 50ms").
+	BoundName string
 }
 
 // Choice is the slice a function's replicas get.
@@ -106,8 +111,11 @@ func Choose(p *Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 		return Choice{}, &UnmetSLOError{Model: p.Model, Product: product, SLO: slo, Best: fastest}
 	}
 	best.Fallback = opts.Fallback
-	best.Explanation = explain(p.Model, product, best,
-		fmt.Sprintf("%.1f ms ≤ SLO %s", best.LatencyMs, slo), opts.Fallback)
+	why := fmt.Sprintf("%.1f ms ≤ SLO %s", best.LatencyMs, slo)
+	if opts.BoundName != "" {
+		why = fmt.Sprintf("%.1f ms ≤ %s (%s)", best.LatencyMs, opts.BoundName, slo)
+	}
+	best.Explanation = explain(p.Model, product, best, why, opts.Fallback)
 	return best, nil
 }
 

@@ -101,6 +101,16 @@ func TestChooseExplanation(t *testing.T) {
 		t.Errorf("fallback explanation\n got %s\nwant %s", c.Explanation, want)
 	}
 
+	// A caller choosing against a bound derived from the SLO names it.
+	c, err = s.Choose("resnet50", gpu.V100Product, 50*time.Millisecond, ChooseOptions{BoundName: "SLO/2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "resnet50 on Tesla V100-SXM2-16GB: sm 15% batch 8, 42.2 ms ≤ SLO/2 (50ms), 189.5 req/s (12.6 req/s per SM%)"
+	if c.Explanation != want {
+		t.Errorf("named-bound explanation\n got %s\nwant %s", c.Explanation, want)
+	}
+
 	c, err = s.Choose("resnet50", gpu.V100Product, 0, ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,12 @@ type AutoscaleInput struct {
 	Configs       []SliceConfig
 	LastScaleUp   time.Time
 	LastScaleDown time.Time
+	// Backlog is how many requests wait beyond what the replicas serve at
+	// once: in flight at a replica above its batch size, or queued before
+	// reaching one. The rate alone never clears a queue that built while
+	// replicas started; the backlog adds what drains it within DrainTime.
+	// 0 (a caller that does not measure it): the rate alone decides.
+	Backlog float64
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -44,11 +50,21 @@ type AutoscaleOptions struct {
 	Headroom float64
 	// CoolDown is the quiet time after any scaling before a scale-down.
 	CoolDown time.Duration
+	// DrainTime is how soon a backlog should be gone: it adds
+	// Backlog / DrainTime to the demand. 0 takes DefaultDrainTime.
+	DrainTime time.Duration
 }
 
+// DefaultDrainTime drains a backlog in 5 s: about one cold start (3-5 s),
+// so that replicas added for a queue that built while others started clear
+// it about as fast as they arrive, while a momentary queue of a batch or
+// two adds well under 1 % to the demand (a batch's latency over 5 s).
+const DefaultDrainTime = 5 * time.Second
+
 // DefaultAutoscaleOptions aim at 20 % spare capacity, FaST-GShare's
-// hysteresis, and wait 30 s before removing replicas.
-var DefaultAutoscaleOptions = AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second}
+// hysteresis, wait 30 s before removing replicas and drain a backlog in
+// DefaultDrainTime.
+var DefaultAutoscaleOptions = AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second, DrainTime: DefaultDrainTime}
 
 // Decision is what to change: replicas to add (by slice) and to remove.
 type Decision struct {
@@ -61,18 +77,23 @@ type Decision struct {
 func (d Decision) Empty() bool { return len(d.Add) == 0 && len(d.Remove) == 0 }
 
 // Autoscale decides, for one function, replicas to add or remove so its
-// profiled capacity covers the observed rate with headroom (FaST-GShare's
-// heuristic, slide 12): the gap is filled with the most efficient slice
-// that meets the SLO and the remainder with the smallest slice covering it;
-// surplus goes least efficient first, after a cool-down; an idle function
-// with com.openfaas.scale.zero goes to zero after its zero-duration. The
-// result always respects the scale min and max.
+// profiled capacity covers the demand, rate x headroom + backlog /
+// drain time (FaST-GShare's heuristic, slide 12, plus the queue it does
+// not look at): the gap is filled with the most efficient slice that meets
+// the SLO and the remainder with the smallest slice covering it; surplus
+// goes least efficient first, after a cool-down, and never while the
+// remaining capacity would not cover the demand (a backlog included); an
+// idle function with com.openfaas.scale.zero goes to zero after its
+// zero-duration. The result always respects the scale min and max.
 func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 	if opts.Headroom < 1 {
 		opts.Headroom = 1
 	}
+	if opts.DrainTime <= 0 {
+		opts.DrainTime = DefaultDrainTime
+	}
 	n := len(in.Replicas)
-	if in.Policy.Zero && n > 0 && !in.LastRequest.IsZero() && in.Now.Sub(in.LastRequest) >= in.Policy.ZeroDuration && in.Rate < 1e-3 {
+	if in.Policy.Zero && n > 0 && !in.LastRequest.IsZero() && in.Now.Sub(in.LastRequest) >= in.Policy.ZeroDuration && in.Rate < 1e-3 && in.Backlog <= 0 {
 		d := Decision{Reason: fmt.Sprintf("idle for %s: scale to zero", in.Now.Sub(in.LastRequest).Round(time.Second))}
 		for _, r := range in.Replicas {
 			d.Remove = append(d.Remove, r.ID)
@@ -84,14 +105,16 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 	}
 	best := mostEfficient(in.Configs)
 	floor := max(in.Policy.Min, 1)
-	if n == 0 && in.Rate < 1e-3 {
+	backlog := max(in.Backlog, 0)
+	if n == 0 && in.Rate < 1e-3 && backlog == 0 {
 		return Decision{} // scaled to zero and nothing asks for it
 	}
 	capacity := 0.0
 	for _, r := range in.Replicas {
 		capacity += r.Config.Throughput
 	}
-	demand := in.Rate * opts.Headroom
+	drain := backlog / opts.DrainTime.Seconds()
+	demand := in.Rate*opts.Headroom + drain
 	switch {
 	case capacity < demand || n < floor:
 		d := Decision{}
@@ -111,7 +134,11 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			room--
 		}
 		if len(d.Add) > 0 {
-			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom > capacity %.1f req/s", in.Rate, opts.Headroom, capacity)
+			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", in.Rate, opts.Headroom)
+			if backlog > 0 {
+				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
+			}
+			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", capacity)
 		}
 		return d
 	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
@@ -147,7 +174,11 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			}
 		}
 		if len(d.Remove) > 0 {
-			d.Reason = fmt.Sprintf("capacity %.1f req/s covers rate %.1f req/s x %.2f without %d replicas", capacity, in.Rate, opts.Headroom, len(d.Remove))
+			d.Reason = fmt.Sprintf("capacity %.1f req/s covers rate %.1f req/s x %.2f", capacity, in.Rate, opts.Headroom)
+			if backlog > 0 {
+				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
+			}
+			d.Reason += fmt.Sprintf(" without %d replicas", len(d.Remove))
 		}
 		return d
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +30,7 @@ func TestAutoscale(t *testing.T) {
 	tests := []struct {
 		name       string
 		in         AutoscaleInput
+		opts       AutoscaleOptions // zero: DefaultAutoscaleOptions
 		wantAdd    []SliceConfig
 		wantRemove []string
 	}{
@@ -86,15 +88,77 @@ func TestAutoscale(t *testing.T) {
 			in:      AutoscaleInput{Now: t0, Rate: 10, Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Configs: configs},
 			wantAdd: []SliceConfig{configs[0]},
 		},
+		// Backlog: demand = rate x headroom + backlog / drain time.
+		{
+			name: "a backlog adds what drains it within the drain time",
+			// demand 100 x 1.2 + 400 / 5 s = 200, capacity 40: gap 160 = 4 x 40
+			// (the rate alone would add 2).
+			in:      AutoscaleInput{Now: t0, Rate: 100, Backlog: 400, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0], configs[0], configs[0], configs[0]},
+		},
+		{
+			name: "a backlog scales up a function whose rate is covered",
+			// demand 30 x 1.2 + 100 / 5 s = 56 > capacity 40: gap 16, one 10% slice covers it.
+			in:      AutoscaleInput{Now: t0, Rate: 30, Backlog: 100, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0]},
+		},
+		{
+			name: "a longer drain time asks for less",
+			// demand 100 x 1.2 + 400 / 20 s = 140, capacity 40: gap 100 = 2 x 40 + 20.
+			in:      AutoscaleInput{Now: t0, Rate: 100, Backlog: 400, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			opts:    AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second, DrainTime: 20 * time.Second},
+			wantAdd: []SliceConfig{configs[0], configs[0], configs[0]},
+		},
+		{
+			// Callers that set Headroom and CoolDown only (the provider's
+			// flags) still drain a backlog.
+			name:    "a drain time of 0 takes the default",
+			in:      AutoscaleInput{Now: t0, Rate: 100, Backlog: 400, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			opts:    AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second},
+			wantAdd: []SliceConfig{configs[0], configs[0], configs[0], configs[0]},
+		},
+		{
+			name: "no backlog is today's rule: the rate is covered, nothing to add",
+			// demand 30 x 1.2 = 36 <= capacity 40, one replica at the floor.
+			in: AutoscaleInput{Now: t0, Rate: 30, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+		},
+		{
+			name: "scale-down keeps the capacity a backlog needs",
+			// demand 30 x 1.2 + 500 / 5 s = 136; capacity 200. Without the 50% one
+			// (least efficient) 100 < 136: kept; without the 20% one 140 >= 136: removed.
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Backlog: 500, Policy: policy,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+			wantRemove: []string{"b"},
+		},
+		{
+			name: "at zero, a backlog scales up even before the rate shows",
+			in:   AutoscaleInput{Now: t0, Rate: 0, Backlog: 5, Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Configs: configs},
+			// demand 5 / 5 s = 1 req/s.
+			wantAdd: []SliceConfig{configs[0]},
+		},
+		{
+			name: "no scale to zero while requests wait",
+			// idle long enough, but 3 wait: only the surplus above the floor goes.
+			in: AutoscaleInput{Now: t0.Add(2 * time.Minute), LastRequest: t0, Rate: 0, Backlog: 3,
+				Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Replicas: replicas(configs[0], configs[1]), Configs: configs},
+			wantRemove: []string{"b"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Autoscale(tt.in, DefaultAutoscaleOptions)
+			opts := tt.opts
+			if opts == (AutoscaleOptions{}) {
+				opts = DefaultAutoscaleOptions
+			}
+			d := Autoscale(tt.in, opts)
 			if !reflect.DeepEqual(d.Add, tt.wantAdd) || !reflect.DeepEqual(d.Remove, tt.wantRemove) {
 				t.Fatalf("add %v remove %v (%s); want add %v remove %v", d.Add, d.Remove, d.Reason, tt.wantAdd, tt.wantRemove)
 			}
 			if !d.Empty() && d.Reason == "" {
 				t.Fatal("a decision must say why")
+			}
+			if len(d.Add) > 0 && tt.in.Backlog > 0 && !strings.Contains(d.Reason, "backlog") {
+				t.Fatalf("a scale-up for a backlog must say so: %q", d.Reason)
 			}
 		})
 	}

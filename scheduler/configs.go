@@ -7,11 +7,25 @@ import (
 	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
-// ConfigsFromProfile lists every measured (SM %, batch) slice of p at full
-// quota whose latency meets slo (all of them when slo is 0), with the
-// throughput one replica sustains there: the autoscaler's menu. Batches
-// above maxBatch are left out when maxBatch > 0.
+// ConfigsFromProfile is the autoscaler's menu for a function with SLO slo:
+// every measured (SM %, batch) slice of p at full quota whose latency
+// meets PlanBound(p, slo, maxBatch) — SLO/SLOQueueingFactor, the bound
+// PlanFunction holds the base slice to, so that a replica the autoscaler
+// adds is as safe as the first — with the throughput one replica sustains
+// there. slo 0 lists every slice. Batches above maxBatch are left out when
+// maxBatch > 0.
 func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []SliceConfig {
+	bound, _ := PlanBound(p, slo, maxBatch)
+	return ConfigsWithin(p, bound, maxBatch)
+}
+
+// ConfigsWithin lists every measured (SM %, batch) slice of p at full
+// quota whose batch latency is at most bound (all of them when bound is
+// 0), with the throughput one replica sustains there, smallest SM % first.
+// It applies no queueing margin: the autoscaler's menu is
+// ConfigsFromProfile; this is for bounds that are defined on the bare
+// latency (the simulator's packing lower bound).
+func ConfigsWithin(p *profiles.Profile, bound time.Duration, maxBatch int) []SliceConfig {
 	seen := map[[2]int]bool{}
 	var out []SliceConfig
 	for _, pt := range p.Points {
@@ -23,7 +37,7 @@ func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []
 		if err != nil {
 			continue
 		}
-		if slo > 0 && lat > float64(slo)/float64(time.Millisecond) {
+		if bound > 0 && lat > float64(bound)/float64(time.Millisecond) {
 			continue
 		}
 		tp, _, err := p.Throughput(pt.Batch, float64(pt.SM))

@@ -22,11 +22,73 @@ type Plan struct {
 	Decision   string
 }
 
+// SLOQueueingFactor is how much tighter than its SLO a function's slice
+// is planned: its batch latency must be at most SLO/SLOQueueingFactor.
+//
+// Why 2: a replica computes one batch (up to its batch size b) at a time
+// in its slice's batch latency L and does not preempt it. A request that
+// arrives while a batch runs waits for the rest of it (less than L), then
+// runs in the next batch (L): arrival to response is under 2L. With
+// L ≤ SLO/2 every request that finds at most one batch ahead of it (fewer
+// than b waiting at its replica) meets the SLO, and one that finds its
+// replica idle takes L. Planning with L ≤ SLO, as profiles.Choose alone
+// does, lets any request that meets a running batch miss it. Queues deeper
+// than one batch are not the slice's to absorb: the autoscaler prevents
+// them (headroom on the rate, and the backlog drained within DrainTime).
+const SLOQueueingFactor = 2
+
+// PlanBound is the latency bound the slices of p are chosen against for
+// slo: slo/SLOQueueingFactor when some measured slice (of batch ≤
+// maxBatch, when maxBatch > 0) meets it, with queueSafe true. Otherwise
+// it is slo itself and queueSafe is false: each batch still meets the SLO
+// on its own, but a request that waits for a running batch may miss it.
+// slo 0 (no SLO) is returned as is.
+func PlanBound(p *profiles.Profile, slo time.Duration, maxBatch int) (bound time.Duration, queueSafe bool) {
+	if slo <= 0 {
+		return slo, false
+	}
+	half := slo / SLOQueueingFactor
+	if len(ConfigsWithin(p, half, maxBatch)) > 0 {
+		return half, true
+	}
+	return slo, false
+}
+
+// ChooseSlice is PlanFunction's slice choice for an SLO: profiles.Choose
+// against PlanBound(p, slo, opts.MaxBatch), its explanation naming the
+// bound ("21.1 ms ≤ SLO/2 (50ms)"). An SLO that no slice meets at
+// SLO/SLOQueueingFactor but some slice meets outright is accepted: the
+// slice is chosen against the SLO and the explanation carries a warning
+// (docs/scheduling.md says why it is not refused). One that no slice
+// meets at all is a *profiles.UnmetSLOError naming the SLO. Without an
+// SLO it is profiles.Choose.
+func ChooseSlice(p *profiles.Profile, slo time.Duration, opts profiles.ChooseOptions) (profiles.Choice, error) {
+	if slo <= 0 {
+		return profiles.Choose(p, slo, opts)
+	}
+	bound, queueSafe := PlanBound(p, slo, opts.MaxBatch)
+	if queueSafe {
+		opts.BoundName = fmt.Sprintf("SLO/%d", SLOQueueingFactor)
+	}
+	c, err := profiles.Choose(p, bound, opts)
+	if err != nil {
+		return c, err
+	}
+	if !queueSafe {
+		c.Explanation += fmt.Sprintf("; warning: no slice meets SLO/%d (%s), so a request that waits for a running batch may miss the SLO",
+			SLOQueueingFactor, slo/SLOQueueingFactor)
+	}
+	return c, nil
+}
+
 // PlanFunction decides a function's slice from the profiles for product:
-// with an SLO, the best throughput per SM % meeting it (refused, naming
-// the SLO, when none does); without, the smallest slice within 10 % of the
-// full GPU; an explicit SM % wins. A model without a profile gets what it
-// asked.
+// with an SLO, the best throughput per SM % among slices whose batch
+// latency is at most SLO/SLOQueueingFactor, so that a request waiting out
+// one running batch still meets the SLO (see ChooseSlice: a slice meeting
+// only the SLO itself is taken with a warning; none meeting it is refused,
+// naming the SLO); without, the smallest slice within 10 % of the full
+// GPU; an explicit SM % wins. The autoscaler's menu (Configs) is held to
+// the same bound. A model without a profile gets what it asked.
 func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, error) {
 	req := spec.GPU
 	name := req.Profile
@@ -64,14 +126,19 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 		pl.Configs = []SliceConfig{pl.Base}
 		pl.Autoscaled = req.SLO > 0 && req.WholeGPUs == 0
 		pl.Decision = fmt.Sprintf("%s on %s: %d%% SM as asked, %.1f ms, %.1f req/s", name, product, sm, lat, pl.Base.Throughput)
-		if req.SLO > 0 && lat > float64(req.SLO)/float64(time.Millisecond) {
+		switch sloMs := float64(req.SLO) / float64(time.Millisecond); {
+		case req.SLO <= 0:
+		case lat > sloMs:
 			pl.Decision += fmt.Sprintf(" (above the SLO of %s)", req.SLO)
+		case lat > sloMs/SLOQueueingFactor:
+			pl.Decision += fmt.Sprintf(" (above SLO/%d = %s: a request that waits for a running batch may miss the SLO)",
+				SLOQueueingFactor, req.SLO/SLOQueueingFactor)
 		}
 		if fb.Used() {
 			pl.Decision += " (" + fb.String() + ")"
 		}
 	default:
-		c, err := profiles.Choose(prof, req.SLO, profiles.ChooseOptions{Fallback: fb})
+		c, err := ChooseSlice(prof, req.SLO, profiles.ChooseOptions{Fallback: fb})
 		if err != nil {
 			var unmet *profiles.UnmetSLOError
 			if errors.As(err, &unmet) {

@@ -42,11 +42,17 @@ type Options struct {
 	// Autoscale tunes faas-gpu's autoscaler: the provider's defaults.
 	Autoscale scheduler.AutoscaleOptions
 	// SLOMargin makes the SLO-aware policies (faas-gpu, fast-gshare) plan
-	// against SLO x SLOMargin while violations are still counted against
-	// the SLO: what a user gets by annotating a tighter SLO than the one
-	// they need, so that a request that waits for one batch still makes
-	// it. 0 or 1: plan against the SLO, as both systems ship.
+	// as if the SLO were SLO x SLOMargin, while violations are still
+	// counted against the SLO: what a user gets by annotating a tighter SLO
+	// than the one they need. faas-gpu holds its batches to half the SLO
+	// it is given (scheduler.SLOQueueingFactor), so it plans against
+	// SLO x SLOMargin / 2; fast-gshare against SLO x SLOMargin. 0 or 1:
+	// the SLO as annotated, as both systems ship.
 	SLOMargin float64
+	// NoBacklog keeps the backlog from faas-gpu's autoscaler, which then
+	// follows the rate alone (an ablation: the provider before it measured
+	// its queues).
+	NoBacklog bool
 	// Warmup excludes requests arriving before it from the request
 	// measurements (latency, SLO, throughput, cache): caches fill and
 	// autoscalers settle first. GPU accounting covers the whole run.

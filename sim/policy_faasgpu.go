@@ -15,12 +15,15 @@ import (
 // the scheduler package (local/backend.go, place.go, autoscale.go):
 //
 //   - a function's slice, batch and autoscaler menu come from
-//     scheduler.PlanFunction on its profile (the smallest SM % meeting the
-//     SLO per unit of throughput, with the profile's batch sizes);
+//     scheduler.PlanFunction on its profile (the most throughput per SM %
+//     among slices whose batch latency is at most SLO/2, so that a request
+//     waiting out a running batch still meets the SLO; with the profile's
+//     batch sizes);
 //   - replicas are booked by scheduler.Allocator.Place with the model as a
 //     locality hint (on a GPU that holds it, else a node that loaded it,
 //     else best fit), within SM % and memory;
-//   - every second scheduler.Autoscale, fed by scheduler.RateEstimator,
+//   - every second scheduler.Autoscale, fed by scheduler.RateEstimator and
+//     the function's backlog (requests waiting beyond the running batches),
 //     adds replicas (promoting a warm one of the same slice first: no load)
 //     and retires the least efficient ones to warm replicas
 //     (Allocator.Demote: model kept in memory, SM freed), which expire after
@@ -88,19 +91,20 @@ func (p *faasGPU) start(e *Engine) error {
 }
 
 // capBatch applies a batch cap (Options.MaxBatch) the way PlanFunction
-// would choose under it: profiles.Choose with ChooseOptions.MaxBatch, and
-// the autoscaler's menu without larger batches. An explicit SM % is
-// already planned at batch 1.
+// would choose under it: scheduler.ChooseSlice (the same SLO/2 rule) with
+// ChooseOptions.MaxBatch, and the autoscaler's menu without larger
+// batches. An explicit SM % is already planned at batch 1.
 func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch int) (scheduler.Plan, error) {
 	if maxBatch <= 0 || plan.Profile == nil || explicitSM {
 		return plan, nil
 	}
-	c, err := profiles.Choose(plan.Profile, slo, profiles.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
+	c, err := scheduler.ChooseSlice(plan.Profile, slo, profiles.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
 	if err != nil {
 		return plan, err
 	}
 	plan.Base = scheduler.SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
 	plan.Request.SMPercent = c.SMPercent
+	plan.Decision = c.Explanation
 	plan.Configs = []scheduler.SliceConfig{plan.Base}
 	if slo > 0 {
 		plan.Configs = scheduler.ConfigsFromProfile(plan.Profile, slo, maxBatch)
@@ -262,6 +266,9 @@ func (p *faasGPU) tick(e *Engine) {
 		}
 		in := scheduler.AutoscaleInput{Now: now, Rate: rate, LastRequest: f.lastRequest, Policy: f.spec.Scale,
 			LastScaleUp: f.lastUp, LastScaleDown: f.lastDown}
+		if !e.opts.NoBacklog {
+			in.Backlog = f.backlog()
+		}
 		if f.plan.Autoscaled {
 			in.Configs = f.plan.Configs
 		}
@@ -283,6 +290,18 @@ func (p *faasGPU) tick(e *Engine) {
 		}
 	}
 	p.reconcile(e, false)
+}
+
+// backlog is what waits for f beyond what its replicas serve at once, as
+// the local backend measures it (local.backlogLocked): requests routed to a
+// replica that wait for its running batch, plus those queued for a
+// replica (none serving yet, or the multi-model dispatcher's queue).
+func (f *fgFn) backlog() float64 {
+	n := f.waiting.len() + f.d.queued()
+	for _, r := range f.live {
+		n += r.queue.len()
+	}
+	return float64(n)
 }
 
 // retire scales r down to a warm replica (local.retireLocked).

@@ -179,3 +179,28 @@ func TestFastGShareNeedsQuotas(t *testing.T) {
 		t.Errorf("got %v, want an error naming --profiles-csv", err)
 	}
 }
+
+// A step to 300 req/s on replicas serving 100 req/s each: the smoothed rate
+// takes seconds to show it, while the requests waiting at the one replica
+// show it at the first tick. Told the backlog, faas-gpu adds replicas
+// sooner, so fewer requests wait past the SLO than with the rate alone.
+func TestFaasGPUScalesForTheBacklog(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10)) // 10 ms at every SM %: 100 req/s a replica
+	var b strings.Builder
+	for i := range 300 * 60 { // 300 req/s, evenly, for 60 s
+		fmt.Fprintf(&b, "%.4f,f,m10\n", float64(i)/300)
+	}
+	wl := trace(t, b.String(), TraceOptions{SLO: 100 * time.Millisecond})
+	with, _, e := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{})
+	without, _, e0 := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{NoBacklog: true})
+	if e.pol.(*faasGPU).placed < 3 || e0.pol.(*faasGPU).placed < 3 {
+		t.Fatalf("replicas placed: %d with the backlog, %d without; 300 req/s needs 3 or more both ways",
+			e.pol.(*faasGPU).placed, e0.pol.(*faasGPU).placed)
+	}
+	if with.SLOViolations >= without.SLOViolations || with.Mean >= without.Mean {
+		t.Errorf("with the backlog %.2f %% SLO violations, mean %.1f ms; without %.2f %%, %.1f ms: want fewer and faster with",
+			with.SLOViolations, with.Mean, without.SLOViolations, without.Mean)
+	}
+	t.Logf("with the backlog %.2f %% SLO violations, mean %.1f ms; without %.2f %%, %.1f ms",
+		with.SLOViolations, with.Mean, without.SLOViolations, without.Mean)
+}
