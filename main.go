@@ -19,6 +19,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/handlers"
+	"github.com/faas-gpu/faas-gpu/k8s"
 	"github.com/faas-gpu/faas-gpu/local"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -27,6 +28,7 @@ import (
 	"github.com/openfaas/faas-provider/logs"
 	"github.com/openfaas/faas-provider/types"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -41,8 +43,12 @@ const usage = `faas-gpu: an OpenFaaS provider for deep-learning inference on sha
 
 Usage:
   faas-gpu [serve] [flags]   run the provider (the default verb)
+  faas-gpu agent [flags]     publish this node's GPUs (NVML) on its Kubernetes Node; agent -h for its flags
+  faas-gpu profile --function NAME --out FILE [flags]
+                             measure a deployed function at several SM % and write its profile (docs/profiling.md)
   faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]
                              convert a measured latency table into profile files
+  faas-gpu simulate [flags]  replay a workload against the scheduler in virtual time, policy against policy (docs/evaluation.md)
   faas-gpu version           print the version
   faas-gpu help              print this help
 
@@ -71,6 +77,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch verb {
 	case "serve":
 		return serve(args, stderr)
+	case "agent":
+		return agentCmd(args, stdout, stderr)
+	case "profile":
+		return profileCmd(args, stdout, stderr)
+	case "simulate":
+		return simulateCmd(args, stdout, stderr)
 	case "profiles":
 		return profilesCmd(args, stdout, stderr)
 	case "version":
@@ -102,6 +114,8 @@ type serveOptions struct {
 	emulatedLoadTime time.Duration
 	logLevel         zapcore.Level
 	logFormat        string
+	kubeconfig       string
+	k8s              *k8s.Options
 }
 
 func defaultStateDir() string {
@@ -122,6 +136,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "run on Kubernetes with this kubeconfig (also $KUBECONFIG; in a pod the in-cluster account); otherwise local mode")
+	o.k8s = k8s.AddFlags(fs)
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "folder where functions, secrets and placements are kept across restarts")
 	fs.StringVar(&o.inventory, "inventory", "", "GPU inventory YAML (docs/inventory.md); empty: NVML when present, else a built-in server with two emulated V100s")
 	fs.StringVar(&o.nodeName, "node-name", host, "node name of this machine's GPUs")
@@ -194,9 +210,24 @@ func loadInventory(o *serveOptions, log *zap.Logger) (gpu.Inventory, error) {
 		log.Info("GPU inventory from file", zap.String("file", o.inventory), zap.Int("gpus", len(inv.Devices())))
 		return inv, nil
 	}
-	// NVML discovery plugs in here (gpu.Discoverer); until then there is
-	// nothing to discover and the built-in server stands in.
-	inv := gpu.BuiltinInventory(o.nodeName)
+	// No file: this machine's GPUs through NVML when the driver is there.
+	// A machine without one still gets a realistic scheduler from the
+	// built-in server; a driver that is there but fails is reported, not
+	// papered over with emulated GPUs.
+	inv, err := gpu.NewNVML(o.nodeName, "").Discover()
+	switch {
+	case err == nil && len(inv.Devices()) > 0:
+		log.Info("GPU inventory from NVML", zap.String("node", o.nodeName), zap.Int("gpus", len(inv.Devices())),
+			zap.String("product", inv.Devices()[0].Product))
+		return inv, nil
+	case err == nil:
+		log.Warn("NVML found no GPU MPS can share (none, or all in MIG mode): emulating one server with two GPUs instead")
+	case errors.Is(err, gpu.ErrNoDiscovery):
+		log.Debug("NVML unavailable", zap.Error(err))
+	default:
+		return gpu.Inventory{}, fmt.Errorf("GPU discovery with NVML failed (describe the GPUs with -inventory instead): %w", err)
+	}
+	inv = gpu.BuiltinInventory(o.nodeName)
 	log.Warn("no NVML and no -inventory: emulating one server with two GPUs; replicas of image-only functions are emulated workers",
 		zap.String("product", gpu.V100Product), zap.Int("gpus", len(inv.Devices())))
 	return inv, nil
@@ -237,16 +268,15 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	ln.Close()
 
-	inv, err := loadInventory(o, log)
-	if err != nil {
-		return err
-	}
 	store, err := loadProfiles(o.profilesDir, log)
 	if err != nil {
 		return err
 	}
 	// bootstrap.Serve serves /metrics from Prometheus' default registry.
-	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(prometheus.DefaultRegisterer)}
+	// faas-gpu's metrics get a registry of their own per serve, gathered
+	// with faas-provider's (which live in the default registry).
+	reg := prometheus.NewRegistry()
+	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(reg)}
 	switch o.router {
 	case "locality":
 		proxyOpts.Router = handlers.RouteLocality
@@ -261,12 +291,12 @@ func serve(args []string, stderr io.Writer) error {
 	if o.tick <= 0 {
 		return fmt.Errorf("-autoscale-interval: must be positive")
 	}
-	backend, orchestration, err := newBackend(o, inv, store, log)
+	backend, orchestration, err := newBackend(o, store, log)
 	if err != nil {
 		return err
 	}
 
-	prometheus.MustRegister(handlers.NewCollector(backend))
+	reg.MustRegister(handlers.NewCollector(backend))
 	invocations := &handlers.Invocations{}
 	hlog := log.Named("handlers")
 	protect := func(h http.HandlerFunc) http.HandlerFunc {
@@ -290,7 +320,10 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, proxyOpts, log.Named("proxy")),
 		Health:          handlers.MakeHealthHandler(),
 	}
+	// Registered before bootstrap.Serve's own /metrics, so this one answers.
+	bootstrap.Router().Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, reg}, promhttp.HandlerOpts{}))
 	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend))).Methods(http.MethodGet)
+	bootstrap.Router().PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler())).Methods(http.MethodGet, http.MethodHead)
 	// The gateway asks Prometheus without credentials, so this stays open; it
 	// reveals only invocation counts, which /function/* callers can see anyway.
 	bootstrap.Router().HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(invocations)).Methods(http.MethodGet, http.MethodPost)
@@ -368,8 +401,36 @@ type providerBackend interface {
 }
 
 // newBackend starts the backend replicas run on and names its
-// orchestration for /system/info.
-func newBackend(o *serveOptions, inv gpu.Inventory, store *profiles.Store, log *zap.Logger) (providerBackend, string, error) {
+// orchestration for /system/info: Kubernetes when given a kubeconfig or
+// running in a pod (GPUs come from the Nodes), local otherwise (GPUs from
+// -inventory, NVML or the built-in server).
+func newBackend(o *serveOptions, store *profiles.Store, log *zap.Logger) (providerBackend, string, error) {
+	rest, onK8s, err := k8s.RestConfig(o.kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
+	if onK8s {
+		if o.inventory != "" {
+			return nil, "", fmt.Errorf("-inventory: not used on Kubernetes, where GPUs come from the Nodes")
+		}
+		b, err := k8s.New(k8s.Config{
+			Rest:       rest,
+			Profiles:   store,
+			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
+			Tick:       o.tick,
+			MPSPipeDir: o.mpsPipeDir,
+			Log:        log.Named("k8s"),
+			Options:    *o.k8s,
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return b, "kubernetes", nil
+	}
+	inv, err := loadInventory(o, log)
+	if err != nil {
+		return nil, "", err
+	}
 	b, err := local.New(local.Config{
 		StateDir:   o.stateDir,
 		Inventory:  inv,

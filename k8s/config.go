@@ -1,0 +1,106 @@
+package k8s
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+)
+
+// Config configures the Kubernetes backend.
+type Config struct {
+	// Rest reaches the API server.
+	Rest *rest.Config
+	// Profiles give slices; nil: none.
+	Profiles *profiles.Store
+	// Autoscale tunes the SLO autoscaler; Tick is its period.
+	Autoscale scheduler.AutoscaleOptions
+	Tick      time.Duration
+	// MPSPipeDir is the MPS control daemon's pipe folder on the nodes,
+	// mounted into every replica and given as CUDA_MPS_PIPE_DIRECTORY.
+	MPSPipeDir string
+	Log        *zap.Logger
+	Options
+}
+
+// Options are the backend's own settings, from flags.
+type Options struct {
+	// Namespace holds the leader-election Lease and the placeholder pods
+	// (the provider's own namespace).
+	Namespace string
+	// FunctionNamespaces, when given, are the only namespaces functions
+	// live in (Roles there suffice); empty: every namespace labelled
+	// openfaas=1 if RBAC allows, else $function_namespace.
+	FunctionNamespaces []string
+	// LeaseName names the Lease instances of faas-gpu elect a leader on.
+	LeaseName string
+	// Identity is this instance's name in the Lease; empty: host name plus
+	// a random suffix.
+	Identity      string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// ReservationImage runs in the placeholder pods (it only sleeps).
+	ReservationImage string
+	// ReservationGrace keeps a GPU's placeholder this long after its last
+	// replica left, so a function scaling 1 -> 0 -> 1 keeps its GPU.
+	ReservationGrace time.Duration
+	// RuntimeClass, when set, is the RuntimeClass of function pods (e.g.
+	// "nvidia" where the NVIDIA runtime is not the default).
+	RuntimeClass string
+	// FunctionPort is the watchdog's port in function pods.
+	FunctionPort int
+	// NodeLostAfter: a node NotReady this long counts as lost and its
+	// replicas are placed elsewhere; 0 waits for the Node to be deleted.
+	NodeLostAfter time.Duration
+	// Resync is how often every function is written again, to undo
+	// changes made behind faas-gpu's back.
+	Resync time.Duration
+}
+
+// DefaultOptions are the flags' defaults: client-go's usual Lease timings.
+func DefaultOptions() Options {
+	ns := os.Getenv("POD_NAMESPACE") // the chart sets it from the downward API
+	if ns == "" {
+		ns = "openfaas"
+	}
+	return Options{
+		Namespace:        ns,
+		LeaseName:        "faas-gpu",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+		ReservationImage: "registry.k8s.io/pause:3.10",
+		ReservationGrace: 15 * time.Second,
+		FunctionPort:     8080,
+		NodeLostAfter:    time.Minute,
+		Resync:           time.Minute,
+	}
+}
+
+// AddFlags registers the backend's flags on fs; they apply in Kubernetes
+// mode only.
+func AddFlags(fs *flag.FlagSet) *Options {
+	o := DefaultOptions()
+	fs.StringVar(&o.Namespace, "k8s-namespace", o.Namespace, "kubernetes: namespace of the leader-election Lease and the GPU placeholder pods (default: $POD_NAMESPACE, else openfaas)")
+	fs.Func("k8s-function-namespaces", "kubernetes: comma-separated namespaces functions live in, for an account with Roles only there (default: all labelled openfaas=1 with cluster-wide RBAC, else $function_namespace or openfaas-fn)", func(v string) error {
+		o.FunctionNamespaces = parseNamespaces(v)
+		return nil
+	})
+	fs.StringVar(&o.LeaseName, "k8s-lease", o.LeaseName, "kubernetes: name of the Lease provider instances elect a leader on")
+	fs.StringVar(&o.Identity, "k8s-identity", o.Identity, "kubernetes: this instance's identity in the Lease (default: host name and a random suffix)")
+	fs.DurationVar(&o.LeaseDuration, "k8s-lease-duration", o.LeaseDuration, "kubernetes: how long a standby waits after the leader's last renewal before taking over")
+	fs.DurationVar(&o.RenewDeadline, "k8s-renew-deadline", o.RenewDeadline, "kubernetes: how long the leader retries renewing before it stops placing")
+	fs.DurationVar(&o.RetryPeriod, "k8s-retry-period", o.RetryPeriod, "kubernetes: how often instances try to acquire or renew the Lease")
+	fs.StringVar(&o.ReservationImage, "k8s-reservation-image", o.ReservationImage, "kubernetes: image of the placeholder pods that hold GPUs (nvidia.com/gpu: 1) against the device plugin")
+	fs.DurationVar(&o.ReservationGrace, "k8s-reservation-grace", o.ReservationGrace, "kubernetes: how long a GPU's placeholder pod stays after its last replica left")
+	fs.StringVar(&o.RuntimeClass, "k8s-runtime-class", o.RuntimeClass, "kubernetes: RuntimeClass of function pods, e.g. nvidia (default: the node's default runtime)")
+	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
+	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")
+	fs.DurationVar(&o.Resync, "k8s-resync", o.Resync, "kubernetes: how often every function's objects are written again to undo outside changes")
+	return &o
+}

@@ -1,0 +1,220 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/openfaas/faas-provider/types"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Deploy creates a function: its record, its initial replicas placed on
+// the GPUs with room (the rest pending), their Deployments and GPU
+// reservations. Only the leader deploys.
+func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
+	if err := b.checkSpec(ctx, spec); err != nil {
+		return err
+	}
+	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) error {
+		pl, err := st.check(spec)
+		if err != nil {
+			return err
+		}
+		if err := st.deploy(spec, pl, now); err != nil {
+			return err
+		}
+		b.counter(fnKey(spec.Namespace(), spec.Name())).lastRequest.Store(now.UnixNano()) // a new function is not idle
+		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", pl.Decision))
+		return nil
+	})
+}
+
+// Update replaces a function's spec; see state.update for how its
+// replicas move without oversubscribing a GPU.
+func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
+	if err := b.checkSpec(ctx, spec); err != nil {
+		return err
+	}
+	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) error {
+		if _, ok := st.functions[fnKey(spec.Namespace(), spec.Name())]; !ok {
+			return notFound(spec.Namespace(), spec.Name())
+		}
+		pl, err := st.check(spec)
+		if err != nil {
+			return err
+		}
+		return st.update(spec, pl, now)
+	})
+}
+
+// Delete removes a function and all its objects; its GPU shares and
+// reservations are freed as its pods stop.
+func (b *Backend) Delete(ctx context.Context, ns, name string) error {
+	err := b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error { return st.remove(ns, name) })
+	if err == nil {
+		b.counters.Delete(fnKey(ns, name))
+	}
+	return err
+}
+
+// Scale sets the desired replica count, inside the function's bounds.
+func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
+	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error {
+		fn, ok := st.functions[fnKey(ns, name)]
+		if !ok {
+			return notFound(ns, name)
+		}
+		if replicas > fn.desired {
+			b.counter(fnKey(ns, name)).lastRequest.Store(now.UnixNano()) // a scale-up is demand
+		}
+		set, err := st.scale(ns, name, replicas, now)
+		if err == nil && set != replicas {
+			b.log.Info("replica count clamped to the function's scale bounds", zap.String("function", name), zap.Int("asked", replicas), zap.Int("set", set))
+		}
+		return err
+	})
+}
+
+// change applies f to the leader's state, places what is pending, and
+// writes function k at once so the caller sees its objects; other
+// functions that changed are written by the control loop.
+func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time) error) error {
+	now := time.Now()
+	b.mu.Lock()
+	st := b.st
+	if st == nil || !b.leading {
+		b.mu.Unlock()
+		return b.standbyError()
+	}
+	if err := f(st, now); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	for other := range st.placePending(now) {
+		if other != k {
+			b.dirty[other] = true
+		}
+	}
+	b.mu.Unlock()
+	b.kick()
+	if err := b.syncFunction(ctx, k); err != nil {
+		b.markDirty(k) // the control loop retries
+		return fmt.Errorf("function %s: %w", k, err)
+	}
+	return nil
+}
+
+// checkSpec rejects a function whose namespace is not OpenFaaS's or whose
+// secrets do not exist, as faas-netes does.
+func (b *Backend) checkSpec(ctx context.Context, spec scheduler.Function) error {
+	if err := b.checkNamespace(spec.Namespace()); err != nil {
+		return err
+	}
+	// The informers see only faas-gpu's Services: ask the API server.
+	if svc, err := b.client.CoreV1().Services(spec.Namespace()).Get(ctx, spec.Name(), metav1.GetOptions{}); err == nil && svc.Labels[LabelManagedBy] != managedBy {
+		return &gpu.FieldError{Field: "service", Reason: fmt.Sprintf("a Service %s/%s exists that faas-gpu did not make; remove it or choose another name", spec.Namespace(), spec.Name())}
+	}
+	for _, s := range spec.Deployment.Secrets {
+		_, err := b.client.CoreV1().Secrets(spec.Namespace()).Get(ctx, s, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, spec.Namespace())}
+		}
+		if err != nil {
+			return fmt.Errorf("secret %s/%s: %w", spec.Namespace(), s, err)
+		}
+	}
+	return nil
+}
+
+// checkNamespace accepts the default namespace and namespaces labelled
+// openfaas=1.
+func (b *Backend) checkNamespace(ns string) error {
+	if !b.scope.clusterWide {
+		if b.scope.has(ns) {
+			return nil
+		}
+		return &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q is not a function namespace (%s)", ns, strings.Join(b.scope.namespaces, ", "))}
+	}
+	if ns == DefaultNamespace {
+		return nil
+	}
+	n, err := b.namespaces.Get(ns)
+	if err != nil || n.Labels[LabelNamespace] != "1" {
+		return &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist or is not labelled %s=1", ns, LabelNamespace)}
+	}
+	return nil
+}
+
+// read runs f on the decisions: the leader's own, or on a standby a copy
+// rebuilt from the informers (at most a second old).
+func (b *Backend) read(f func(st *state)) {
+	b.mu.Lock()
+	if b.st != nil {
+		defer b.mu.Unlock()
+		f(b.st)
+		return
+	}
+	b.mu.Unlock()
+	b.viewMu.Lock()
+	defer b.viewMu.Unlock()
+	now := time.Now()
+	if b.view == nil || now.Sub(b.viewTime) > time.Second {
+		b.view, b.viewTime = restoreState(b.listerObjects(now), b.cfg.Profiles, now, zap.NewNop()), now
+	}
+	f(b.view)
+}
+
+// List returns the functions of a namespace.
+func (b *Backend) List(ctx context.Context, ns string) ([]types.FunctionStatus, error) {
+	if err := b.checkNamespace(ns); err != nil {
+		return nil, err
+	}
+	var out []types.FunctionStatus
+	b.read(func(st *state) {
+		for _, fn := range st.sortedFunctions() {
+			if fn.spec.Namespace() == ns {
+				out = append(out, b.status(fn))
+			}
+		}
+	})
+	return out, nil
+}
+
+// Status returns one function.
+func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionStatus, error) {
+	var st types.FunctionStatus
+	found := false
+	b.read(func(s *state) {
+		if fn, ok := s.functions[fnKey(ns, name)]; ok {
+			st, found = b.status(fn), true
+		}
+	})
+	if !found {
+		return st, notFound(ns, name)
+	}
+	return st, nil
+}
+
+// status is the OpenFaaS view of fn: replicas desired, and available the
+// function's pods that are Ready.
+func (b *Backend) status(fn *function) types.FunctionStatus {
+	dep := fn.spec.Deployment
+	ready := 0
+	for _, p := range b.functionPods(dep.Namespace, dep.Service) {
+		if podReady(p) {
+			ready++
+		}
+	}
+	return types.FunctionStatus{
+		Name: dep.Service, Image: dep.Image, Namespace: dep.Namespace, EnvProcess: dep.EnvProcess, EnvVars: dep.EnvVars,
+		Constraints: dep.Constraints, Secrets: dep.Secrets, Labels: dep.Labels, Annotations: dep.Annotations,
+		Limits: dep.Limits, Requests: dep.Requests, ReadOnlyRootFilesystem: dep.ReadOnlyRootFilesystem,
+		Replicas: uint64(fn.desired), AvailableReplicas: uint64(ready), CreatedAt: fn.createdAt,
+	}
+}

@@ -1,0 +1,149 @@
+package k8s
+
+import (
+	"context"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+)
+
+// loopPeriod bounds how long a change nobody kicked for (a node's
+// readiness running out, a drain) waits; events wake the loop sooner.
+const loopPeriod = 500 * time.Millisecond
+
+// loop is the leader's control loop: it follows the inventory, ends
+// drains, places pending replicas, autoscales, and writes what changed.
+func (b *Backend) loop(ctx context.Context) {
+	tick := time.NewTicker(loopPeriod)
+	defer tick.Stop()
+	resync := time.NewTicker(b.cfg.Resync)
+	defer resync.Stop()
+	scale := time.NewTicker(b.cfg.Tick)
+	defer scale.Stop()
+	b.reconcile(ctx, true)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kickc:
+			b.reconcile(ctx, false)
+		case <-tick.C:
+			b.reconcile(ctx, false)
+		case <-resync.C:
+			b.reconcile(ctx, true)
+		case now := <-scale.C:
+			b.autoscale(now)
+			b.reconcile(ctx, false)
+		}
+	}
+}
+
+// reconcile brings the decisions up to date with the cluster and writes
+// the functions that changed; all writes every function again.
+func (b *Backend) reconcile(ctx context.Context, all bool) {
+	now := time.Now()
+	b.mu.Lock()
+	st := b.st
+	if st == nil {
+		b.mu.Unlock()
+		return
+	}
+	inv := b.inventory(now)
+	changed := !sameInventory(st.inv, inv)
+	dirty := st.setInventory(inv, now)
+	if changed {
+		// Pods a lost node kept may still run there now it is back.
+		var pods []*corev1.Pod
+		b.pods.each(func(l corelisters.PodLister) {
+			ps, _ := l.List(labels.Everything())
+			pods = append(pods, ps...)
+		})
+		st.adoptStray(pods)
+	}
+	for _, d := range st.checkDrains(b.groupSettledLocked, now) {
+		// Its Deployment, scaled to zero, can go now.
+		if dep, err := b.deps.in(d.ns).Deployments(d.ns).Get(d.group); err == nil {
+			dirty[fnKey(d.ns, dep.Labels[LabelFunction])] = true
+		} else if d.fn != "" {
+			dirty[d.fn] = true
+		}
+	}
+	for k := range st.placePending(now) {
+		dirty[k] = true
+	}
+	for k := range b.dirty {
+		dirty[k] = true
+	}
+	b.dirty = map[string]bool{}
+	if all {
+		for k := range st.functions {
+			dirty[k] = true
+		}
+	}
+	// Deployments of functions that are gone (deleted while another
+	// instance led, or by hand) are removed.
+	b.deps.each(func(l appslisters.DeploymentLister) {
+		deps, _ := l.List(labels.Everything())
+		for _, d := range deps {
+			k := fnKey(d.Namespace, d.Labels[LabelFunction])
+			if _, ok := st.functions[k]; !ok && d.DeletionTimestamp == nil {
+				dirty[k] = true
+			}
+		}
+	})
+	b.mu.Unlock()
+
+	for _, k := range sortedKeys(dirty) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := b.syncFunction(ctx, k); err != nil {
+			b.log.Warn("writing a function's objects failed; retrying", zap.String("function", k), zap.Error(err))
+			b.markDirty(k)
+		}
+	}
+	if err := b.syncReservations(ctx, now); err != nil {
+		b.log.Warn("reservations", zap.Error(err))
+	}
+}
+
+// inventory is the cluster's GPUs now; node problems are logged once.
+func (b *Backend) inventory(now time.Time) gpu.Inventory {
+	nodes, _ := b.nodes.List(labels.Everything())
+	inv, problems := inventoryFromNodes(nodes, now, b.cfg.NodeLostAfter)
+	for _, p := range problems {
+		if !b.problems[p.Error()] {
+			b.problems[p.Error()] = true
+			b.log.Warn("node's GPUs ignored", zap.Error(p))
+		}
+	}
+	return inv
+}
+
+func (b *Backend) markDirty(k string) {
+	b.mu.Lock()
+	b.dirty[k] = true
+	b.mu.Unlock()
+}
+
+// autoscale runs one autoscaler pass, as local mode's Tick does, on the
+// requests this instance proxied.
+func (b *Backend) autoscale(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.st == nil {
+		return
+	}
+	counts := func(k string) (uint64, time.Time, float64) {
+		c := b.counter(k)
+		return c.requests.Load(), time.Unix(0, c.lastRequest.Load()), b.backlog(k)
+	}
+	for _, k := range b.st.autoscale(now, counts, b.cfg.Autoscale) {
+		b.dirty[k] = true
+	}
+}

@@ -1,0 +1,146 @@
+package k8s
+
+import (
+	"net"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ReadyEndpoints lists the function's pods that are Ready, as replicas the
+// proxy can route to (http://<pod IP>:<port>), marking those whose model
+// is model ("" for the function's own). Each call is one request for the
+// function: the autoscaler's rate counts them. The proxy chooses among
+// them with the same router as local mode.
+func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
+	own, err := b.functionModel(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	c := b.counter(fnKey(ns, name))
+	c.requests.Add(1)
+	c.lastRequest.Store(time.Now().UnixNano())
+	if model == "" {
+		model = own
+	}
+	return b.endpoints(ns, name, model), nil
+}
+
+// Replicas lists the ready pods again without counting a request.
+func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
+	if _, err := b.functionModel(ns, name); err != nil {
+		return nil, err
+	}
+	return b.endpoints(ns, name, ""), nil
+}
+
+// Queued is told by the proxy's dispatcher how many requests of a function
+// wait for a pod (handlers.QueueObserver); they count in its backlog.
+func (b *Backend) Queued(namespace, name string, waiting int) {
+	if waiting <= 0 {
+		b.waiting.Delete(fnKey(namespace, name))
+		return
+	}
+	b.waiting.Store(fnKey(namespace, name), waiting)
+}
+
+// backlog is what waits for function k beyond what its pods serve at once,
+// the autoscaler's Backlog (as in local mode): requests in flight at a pod
+// above its batch size, plus those the dispatcher queues.
+func (b *Backend) backlog(k string) float64 {
+	ns, name := splitKey(k)
+	n := 0
+	for _, p := range b.functionPods(ns, name) {
+		v, ok := b.inflight.Load(p.UID)
+		if !ok {
+			continue
+		}
+		batch := 1
+		if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil {
+			batch = max(rec.Config.Batch, 1)
+		}
+		n += max(int(v.(*atomic.Int64).Load())-batch, 0)
+	}
+	if w, ok := b.waiting.Load(k); ok {
+		n += w.(int)
+	}
+	return float64(n)
+}
+
+// Holds reports whether a pod has model in memory. A pod loads its
+// function's model when it starts; what else it loaded is not known here.
+func (b *Backend) Holds(replicaID, model string) bool {
+	m, ok := b.podModel.Load(replicaID)
+	return ok && model != "" && m.(string) == model
+}
+
+func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
+	pods := b.functionPods(ns, name)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	eps := make([]scheduler.Endpoint, 0, len(pods))
+	for _, p := range pods {
+		if !podReady(p) {
+			continue
+		}
+		pm := p.Annotations[AnnotationModel]
+		b.podModel.Store(p.Name, pm)
+		eps = append(eps, scheduler.Endpoint{
+			ID:       p.Name,
+			URL:      "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podPort(p, b.cfg.FunctionPort))),
+			InFlight: b.inFlight(p),
+			Holds:    model != "" && pm == model,
+			Models:   1,
+		})
+	}
+	return eps
+}
+
+// inFlight is the pod's count of requests in flight, kept by this
+// instance for as long as the pod exists.
+func (b *Backend) inFlight(p *corev1.Pod) *atomic.Int64 {
+	if v, ok := b.inflight.Load(p.UID); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := b.inflight.LoadOrStore(p.UID, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// podPort is the watchdog's port in the pod, as rendered.
+func podPort(p *corev1.Pod, def int) int {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == "http" {
+				return int(port.ContainerPort)
+			}
+		}
+	}
+	return def
+}
+
+// functionModel is the model of a function that exists: from the leader's
+// state, else from its record in the informer.
+func (b *Backend) functionModel(ns, name string) (string, error) {
+	b.mu.Lock()
+	if b.st != nil {
+		fn, ok := b.st.functions[fnKey(ns, name)]
+		b.mu.Unlock()
+		if !ok {
+			return "", notFound(ns, name)
+		}
+		return fn.plan.Request.Model, nil
+	}
+	b.mu.Unlock()
+	svc, err := b.svcs.in(ns).Services(ns).Get(name)
+	if err != nil {
+		return "", notFound(ns, name)
+	}
+	spec, _, err := decodeRecord(svc)
+	if err != nil {
+		return "", notFound(ns, name)
+	}
+	return spec.GPU.Model, nil
+}

@@ -1,0 +1,261 @@
+package k8s
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/openfaas/faas-provider/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func placement(node string, gpus ...string) scheduler.Placement {
+	return scheduler.Placement{Node: node, GPUs: gpus, Slice: gpu.Slice{SMPercent: 50, MemoryBytes: 4 << 30}}
+}
+
+// cluster2x2 is two nodes of two 16 GiB GPUs.
+func cluster2x2() gpu.Inventory {
+	inv := gpu.Inventory{Source: "test"}
+	for _, n := range []string{"a", "b"} {
+		node := gpu.Node{Name: n}
+		for i := range 2 {
+			node.GPUs = append(node.GPUs, gpu.Device{UUID: fmt.Sprintf("GPU-%s%d", n, i), Node: n, Index: i, Product: "Tesla V100-SXM2-16GB", MemoryBytes: 16 << 30, SMCount: 80})
+		}
+		inv.Nodes = append(inv.Nodes, node)
+	}
+	return inv
+}
+
+func spec(name string, sm int, labels map[string]string) scheduler.Function {
+	ann := map[string]string{gpu.AnnotationSM: fmt.Sprint(sm), gpu.AnnotationMemory: "4Gi", gpu.AnnotationModel: "m-" + name}
+	req, err := gpu.ParseRequest(name, ann, "")
+	if err != nil {
+		panic(err)
+	}
+	pol, err := scheduler.ParseScalePolicy(labels, nil)
+	if err != nil {
+		panic(err)
+	}
+	return scheduler.Function{Deployment: types.FunctionDeployment{Service: name, Namespace: "ns", Image: "img", Annotations: &ann, Labels: &labels}, GPU: req, Scale: pol}
+}
+
+func mustDeploy(t *testing.T, s *state, f scheduler.Function, now time.Time) {
+	t.Helper()
+	pl, err := s.check(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.deploy(f, pl, now); err != nil {
+		t.Fatal(err)
+	}
+	s.placePending(now)
+}
+
+// layout renders fn's groups as node/GPU:replicas, sorted, plus pending.
+func layout(s *state, name string) string {
+	fn := s.functions[fnKey("ns", name)]
+	var out []string
+	for _, g := range fn.groups {
+		out = append(out, fmt.Sprintf("%s:%d", strings.Join(g.placement.GPUs, "+"), len(g.ids)))
+	}
+	sort.Strings(out)
+	return fmt.Sprintf("%s pending=%d", strings.Join(out, " "), len(fn.pending))
+}
+
+// smUsed sums the allocator's SM % per GPU.
+func smUsed(s *state) map[string]int {
+	out := map[string]int{}
+	for _, u := range s.alloc.Usage() {
+		out[u.Device.UUID] = u.SMAllocated
+	}
+	return out
+}
+
+func TestScaleFillsGPUsAndDrainsBeforeFreeing(t *testing.T) {
+	now := time.Now()
+	s := newState(cluster2x2(), nil, nil)
+	mustDeploy(t, s, spec("f", 50, nil), now)
+	if _, err := s.scale("ns", "f", 5, now); err != nil {
+		t.Fatal(err)
+	}
+	s.placePending(now)
+	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:2 GPU-b0:1 pending=0" {
+		t.Fatalf("layout %s", got)
+	}
+	if _, err := s.scale("ns", "f", 9, now); err != nil {
+		t.Fatal(err)
+	}
+	s.placePending(now)
+	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:2 GPU-b0:2 GPU-b1:2 pending=1" {
+		t.Fatalf("over capacity: %s", got)
+	}
+
+	// Down to 3: the pending one first, then the smallest groups; their
+	// bookings stay until their pods are gone.
+	if _, err := s.scale("ns", "f", 3, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:1 pending=0" {
+		t.Fatalf("after scaling down: %s", got)
+	}
+	if used := smUsed(s); used["GPU-b0"] != 100 || used["GPU-b1"] != 100 {
+		t.Fatalf("drained GPUs freed before their pods went: %v", used)
+	}
+	// Another function cannot have them meanwhile.
+	mustDeploy(t, s, spec("g", 60, nil), now)
+	if got := layout(s, "g"); got != " pending=1" {
+		t.Fatalf("g placed on a draining GPU: %s", got)
+	}
+	// Pods of b0's group still running: nothing released.
+	running := map[string]int{}
+	for _, d := range s.drains {
+		running[d.group] = 2 // each group had two pods
+	}
+	settled := func(ns, group string, size int) bool { return running[group] <= size }
+	if len(s.checkDrains(settled, now)) != 0 {
+		t.Fatal("a drain ended while its pods ran")
+	}
+	for k := range running {
+		running[k] = 0
+	}
+	if n := len(s.checkDrains(settled, now)); n != 3 { // b0, b1, and a1's extra replica
+		t.Fatalf("%d drains ended, want 3", n)
+	}
+	s.placePending(now)
+	if got := layout(s, "g"); got != "GPU-b0:1 pending=0" {
+		t.Fatalf("g after the drains: %s", got)
+	}
+}
+
+func TestNodeLossMakesReplicasPendingThenPlacesThem(t *testing.T) {
+	now := time.Now()
+	inv := cluster2x2()
+	s := newState(inv, nil, nil)
+	mustDeploy(t, s, spec("f", 100, map[string]string{scheduler.LabelScaleMin: "4"}), now)
+	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 GPU-b0:1 GPU-b1:1 pending=0" {
+		t.Fatalf("layout %s", got)
+	}
+	onlyA := gpu.Inventory{Source: "test", Nodes: inv.Nodes[:1]}
+	dirty := s.setInventory(onlyA, now)
+	if !dirty["ns/f"] {
+		t.Error("the function that lost replicas is not marked for writing")
+	}
+	s.placePending(now)
+	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 pending=2" {
+		t.Fatalf("after losing node b: %s", got)
+	}
+	// A GPU of a disappears too: its replica waits as well.
+	aOne := gpu.Inventory{Source: "test", Nodes: []gpu.Node{{Name: "a", GPUs: inv.Nodes[0].GPUs[:1]}}}
+	s.setInventory(aOne, now)
+	s.placePending(now)
+	if got := layout(s, "f"); got != "GPU-a0:1 pending=3" {
+		t.Fatalf("after losing GPU a1: %s", got)
+	}
+	s.setInventory(inv, now)
+	s.placePending(now)
+	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 GPU-b0:1 GPU-b1:1 pending=0" {
+		t.Fatalf("nodes back: %s", got)
+	}
+}
+
+func TestUpdateKeepsOrMovesReplicas(t *testing.T) {
+	now := time.Now()
+	s := newState(cluster2x2(), nil, nil)
+	mustDeploy(t, s, spec("f", 50, map[string]string{scheduler.LabelScaleMin: "2"}), now)
+	before := layout(s, "f")
+	same := spec("f", 50, map[string]string{scheduler.LabelScaleMin: "2"})
+	same.Deployment.Image = "img:2"
+	pl, _ := s.check(same)
+	if err := s.update(same, pl, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := layout(s, "f"); got != before || len(s.drains) != 0 {
+		t.Fatalf("same slice: %s -> %s, %d drains", before, got, len(s.drains))
+	}
+	bigger := spec("f", 80, map[string]string{scheduler.LabelScaleMin: "2"})
+	pl, _ = s.check(bigger)
+	if err := s.update(bigger, pl, now); err != nil {
+		t.Fatal(err)
+	}
+	s.placePending(now)
+	// a0 still drains the two 50 % replicas: the 80 % ones go elsewhere.
+	if got := layout(s, "f"); got != "GPU-a1:1 GPU-b0:1 pending=0" {
+		t.Fatalf("bigger slice: %s", got)
+	}
+	if err := s.update(spec("nope", 10, nil), pl, now); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("update of an unknown function: %v", err)
+	}
+	if err := s.deploy(bigger, pl, now); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("second deploy: %v", err)
+	}
+}
+
+// restoreState books each Deployment's replicas where its annotation says,
+// keeps pods without a Deployment booked as draining, and puts back as
+// pending what no longer fits.
+func TestRestoreFromTheCluster(t *testing.T) {
+	now := time.Now()
+	inv := cluster2x2()
+	f := spec("f", 50, nil)
+	rec, err := renderRecord(f, 3, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+	p := placement("a", "GPU-a0")
+	cfg := scheduler.SliceConfig{SMPercent: 50, Batch: 1}
+	dep := renderDeployment(groupSpec{Function: f, Name: groupName("f", p, cfg), Placement: p, Config: cfg, Replicas: 2}, renderOptions{})
+	// A group on a GPU that is gone, and pods of a deleted group on b0.
+	gone := placement("c", "GPU-c0")
+	lost := renderDeployment(groupSpec{Function: f, Name: groupName("f", gone, cfg), Placement: gone, Config: cfg, Replicas: 1}, renderOptions{})
+	old := placement("b", "GPU-b0")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "f-old-1", Namespace: "ns",
+		Labels: map[string]string{LabelFunction: "f", LabelGroup: "f-old"}, Annotations: placementAnnotations(old, cfg)}}
+
+	s := restoreState(clusterObjects{inventory: inv, records: []*corev1.Service{rec}, deployments: []*appsv1.Deployment{dep, lost}, pods: []*corev1.Pod{pod}}, nil, now, nil)
+	if got := layout(s, "f"); got != "GPU-a0:2 pending=1" {
+		t.Fatalf("restored %s", got)
+	}
+	if used := smUsed(s); used["GPU-a0"] != 100 || used["GPU-b0"] != 50 {
+		t.Fatalf("bookings %v: want a0 full and b0 held by the old pod", used)
+	}
+	if d := s.drains["ns/f-old"]; d == nil || len(d.ids) != 1 {
+		t.Fatalf("drains %+v", s.drains)
+	}
+	if !s.functions["ns/f"].createdAt.Equal(rec.CreationTimestamp.UTC()) {
+		t.Error("createdAt not from the record")
+	}
+}
+
+// A group whose Deployment is still being deleted keeps its name: a new
+// group on the same GPU and slice gets another, so neither waits for the
+// other nor counts the other's pods.
+func TestNewGroupAvoidsABusyName(t *testing.T) {
+	now := time.Now()
+	s := newState(cluster2x2(), nil, nil)
+	busy := map[string]bool{}
+	s.deploymentExists = func(ns, name string) bool { return busy[ns+"/"+name] }
+	mustDeploy(t, s, spec("f", 50, nil), now)
+	first := s.groupSpecs("ns/f")[0].Name
+	if _, err := s.scale("ns", "f", 0, now); err != nil {
+		t.Fatal(err)
+	}
+	s.checkDrains(func(string, string, int) bool { return true }, now)
+	busy["ns/"+first] = true // scaled to zero, drained, its deletion under way
+	if _, err := s.scale("ns", "f", 2, now); err != nil {
+		t.Fatal(err)
+	}
+	s.placePending(now)
+	g := s.groupSpecs("ns/f")
+	if len(g) != 1 || g[0].Name != first+"-2" || g[0].Replicas != 2 {
+		t.Fatalf("groups %+v; want one group %s-2 of 2", g, first)
+	}
+}

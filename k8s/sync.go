@@ -1,0 +1,269 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+)
+
+// syncFunction makes function k's objects in the cluster match the
+// leader's decisions: the placeholder pods of its GPUs first (so the
+// device plugin cannot hand those GPUs out meanwhile), its Service record,
+// one Deployment per group. A group taken away is scaled to zero and kept
+// until its drain ends (the Deployment controller has seen the zero and the
+// pods are gone: see groupSettledLocked), then deleted; deleting at once
+// could race with the controller creating a ReplicaSet from an older view.
+// A function that is gone loses its record at once. Idempotent: an object
+// already as rendered is not written.
+func (b *Backend) syncFunction(ctx context.Context, k string) error {
+	done, err := b.beginWrite()
+	if err != nil {
+		return err
+	}
+	defer done()
+	unlock := b.fnLocks.lock(k)
+	defer unlock()
+
+	ns, name := splitKey(k)
+	b.mu.Lock()
+	st := b.st
+	if st == nil {
+		b.mu.Unlock()
+		return b.standbyError()
+	}
+	fn, exists := st.functions[k]
+	var record *corev1.Service
+	var groups []groupSpec
+	if exists {
+		record, err = renderRecord(fn.spec, fn.desired, b.cfg.FunctionPort)
+		groups = st.groupSpecs(k)
+	}
+	draining := map[string]bool{}
+	for _, d := range st.drains {
+		if d.ns == ns {
+			draining[d.group] = true
+		}
+	}
+	written := sortedKeys(b.written[k])
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+
+	if exists {
+		for _, g := range groups {
+			for _, u := range g.Placement.GPUs {
+				if err := b.ensureReservation(ctx, u, g.Placement.Node); err != nil {
+					return err
+				}
+			}
+		}
+		created, err := b.applyService(ctx, record)
+		if err != nil {
+			return err
+		}
+		if !created.IsZero() {
+			// The record's creation time is the function's, before and
+			// after a restart alike.
+			b.mu.Lock()
+			if fn, ok := st.functions[k]; ok {
+				fn.createdAt = created.UTC()
+			}
+			b.mu.Unlock()
+		}
+	} else if err := b.client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete service %s/%s: %w", ns, name, err)
+	}
+
+	want := map[string]bool{}
+	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort}
+	for _, g := range groups {
+		d := renderDeployment(g, opts)
+		if err := b.applyDeployment(ctx, d); err != nil {
+			return err
+		}
+		want[d.Name] = true
+		b.noteWritten(k, d.Name, true)
+	}
+	existing := map[string]bool{}
+	for _, d := range b.functionDeployments(ns, name) {
+		existing[d.Name] = true
+	}
+	for _, n := range written {
+		existing[n] = true
+	}
+	for _, n := range sortedKeys(existing) {
+		switch {
+		case want[n]:
+		case draining[n]:
+			if err := b.scaleToZero(ctx, ns, n); err != nil {
+				return err
+			}
+		default:
+			err := b.client.AppsV1().Deployments(ns).Delete(ctx, n, foreground)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete deployment %s/%s: %w", ns, n, err)
+			}
+			b.noteWritten(k, n, false)
+			b.log.Info("replica group removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", n))
+		}
+	}
+	return nil
+}
+
+// scaleToZero stops a group's pods, keeping its Deployment until they are
+// gone.
+func (b *Backend) scaleToZero(ctx context.Context, ns, name string) error {
+	if cur, err := b.deps.in(ns).Deployments(ns).Get(name); err == nil && cur.Spec.Replicas != nil && *cur.Spec.Replicas == 0 {
+		return nil
+	}
+	api := b.client.AppsV1().Deployments(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Spec.Replicas != nil && *cur.Spec.Replicas == 0 {
+			return nil
+		}
+		cur.Spec.Replicas = ptr(int32(0))
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("scale deployment %s/%s to zero: %w", ns, name, err)
+	}
+	return nil
+}
+
+func (b *Backend) noteWritten(k, dep string, present bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if present {
+		if b.written[k] == nil {
+			b.written[k] = map[string]bool{}
+		}
+		b.written[k][dep] = true
+		return
+	}
+	delete(b.written[k], dep)
+	if len(b.written[k]) == 0 {
+		delete(b.written, k)
+	}
+}
+
+// foreground deletes a Deployment only after its ReplicaSets, and those
+// after their pods.
+var foreground = metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}
+
+// applyDeployment creates d or updates the Deployment to it, keeping what
+// others put there (the controller's revision annotation).
+func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) error {
+	same := func(cur *appsv1.Deployment) bool {
+		return cur.DeletionTimestamp == nil && cur.Annotations[AnnotationSpecHash] == d.Annotations[AnnotationSpecHash] &&
+			cur.Spec.Replicas != nil && *cur.Spec.Replicas == *d.Spec.Replicas
+	}
+	if cur, err := b.deps.in(d.Namespace).Deployments(d.Namespace).Get(d.Name); err == nil && same(cur) {
+		return nil
+	}
+	api := b.client.AppsV1().Deployments(d.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, d.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = api.Create(ctx, d, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, d.Name, err)
+			}
+			if err == nil {
+				b.log.Info("replica group created", zap.String("deployment", d.Namespace+"/"+d.Name),
+					zap.String("node", d.Annotations[AnnotationNode]), zap.String("gpus", d.Annotations[AnnotationGPUs]),
+					zap.String("sm", d.Annotations[AnnotationSMPercent]), zap.Int32("replicas", *d.Spec.Replicas))
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if same(cur) {
+			return nil
+		}
+		if cur.DeletionTimestamp != nil {
+			return fmt.Errorf("deployment %s/%s is being deleted; it is created again once gone", d.Namespace, d.Name)
+		}
+		cur.Labels = merge(cur.Labels, d.Labels)
+		cur.Annotations = merge(cur.Annotations, d.Annotations)
+		cur.Spec.Replicas = d.Spec.Replicas
+		cur.Spec.Strategy = d.Spec.Strategy
+		cur.Spec.RevisionHistoryLimit = d.Spec.RevisionHistoryLimit
+		cur.Spec.Template = d.Spec.Template
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+// applyService creates the function's Service record or updates it, and
+// returns the time it was created (zero when it was already as rendered).
+func (b *Backend) applyService(ctx context.Context, s *corev1.Service) (time.Time, error) {
+	if cur, err := b.svcs.in(s.Namespace).Services(s.Namespace).Get(s.Name); err == nil && cur.Annotations[AnnotationSpecHash] == s.Annotations[AnnotationSpecHash] {
+		return time.Time{}, nil
+	}
+	api := b.client.CoreV1().Services(s.Namespace)
+	var created time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			got, err := api.Create(ctx, s, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(schema.GroupResource{Resource: "services"}, s.Name, err)
+			}
+			if err == nil {
+				created = got.CreationTimestamp.Time
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Labels[LabelManagedBy] != managedBy {
+			// Someone else's Service of that name: never take it over.
+			return &gpu.FieldError{Field: "service", Reason: fmt.Sprintf("a Service %s/%s exists that faas-gpu did not make; remove it or choose another name", s.Namespace, s.Name)}
+		}
+		created = cur.CreationTimestamp.Time
+		if cur.Annotations[AnnotationSpecHash] == s.Annotations[AnnotationSpecHash] {
+			return nil
+		}
+		cur.Labels = merge(cur.Labels, s.Labels)
+		cur.Annotations = merge(cur.Annotations, s.Annotations)
+		cur.Spec.Selector = s.Spec.Selector
+		cur.Spec.Ports = s.Spec.Ports
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("write service %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return created, nil
+}
+
+func merge(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+	return dst
+}
