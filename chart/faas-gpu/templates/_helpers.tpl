@@ -110,6 +110,10 @@ functions' Secrets, and events for pending reasons. */}}
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+# Read only: a drain is over when no ReplicaSet can create pods any more.
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["services", "secrets"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
