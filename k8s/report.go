@@ -65,32 +65,13 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			drainOf[id] = d
 		}
 	}
-	nodeIdx := map[string]int{}
-	for _, u := range st.alloc.Usage() {
-		d := u.Device
-		i, ok := nodeIdx[d.Node]
-		if !ok {
-			i = len(rep.Nodes)
-			nodeIdx[d.Node] = i
-			rep.Nodes = append(rep.Nodes, scheduler.NodeReport{Name: d.Node})
+	rep.Nodes = scheduler.NodeReports(st.alloc.Usage(), st.cache, func(id string, rr *scheduler.ReplicaReport) {
+		if o, ok := owners[id]; ok {
+			rr.Function, rr.Namespace, rr.Ready = o.fn.spec.Name(), o.fn.spec.Namespace(), o.ready
+		} else if dr, ok := drainOf[id]; ok {
+			_, name := splitKey(dr.fn)
+			rr.Function, rr.Namespace = name, dr.ns
 		}
-		g := scheduler.GPUReport{UUID: d.UUID, Index: d.Index, Product: d.Product, MemoryBytes: d.MemoryBytes, SMCount: d.SMCount,
-			SMAllocated: u.SMAllocated, MemoryAllocated: u.MemoryAllocated, Replicas: []scheduler.ReplicaReport{}}
-		for _, id := range sortedKeys(u.Replicas) {
-			bk := u.Replicas[id]
-			rr := scheduler.ReplicaReport{ID: id, SMPercent: bk.Slice.SMPercent, MemoryBytes: bk.Slice.MemoryBytes, Idle: bk.Idle, Models: st.cache.Models(id)}
-			if rr.Models == nil {
-				rr.Models = []string{}
-			}
-			if o, ok := owners[id]; ok {
-				rr.Function, rr.Namespace, rr.Ready = o.fn.spec.Name(), o.fn.spec.Namespace(), o.ready
-			} else if dr, ok := drainOf[id]; ok {
-				_, name := splitKey(dr.fn)
-				rr.Function, rr.Namespace = name, dr.ns
-			}
-			g.Replicas = append(g.Replicas, rr)
-		}
-		rep.Nodes[i].GPUs = append(rep.Nodes[i].GPUs, g)
-	}
+	})
 	return rep
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
@@ -161,36 +160,12 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 		}
 		rep.Functions = append(rep.Functions, fr)
 	}
-	nodeIdx := map[string]int{}
-	for _, u := range b.alloc.Usage() {
-		d := u.Device
-		i, ok := nodeIdx[d.Node]
-		if !ok {
-			i = len(rep.Nodes)
-			nodeIdx[d.Node] = i
-			rep.Nodes = append(rep.Nodes, scheduler.NodeReport{Name: d.Node})
+	rep.Nodes = scheduler.NodeReports(b.alloc.Usage(), b.cache, func(id string, rr *scheduler.ReplicaReport) {
+		if o, ok := owners[id]; ok {
+			rr.Function, rr.Namespace = o.fn.spec.Name(), o.fn.spec.Namespace()
+			rr.Ready = !rr.Idle && o.r.run != nil && o.r.run.Ready()
+			rr.Emulated = o.r.emulated
 		}
-		g := scheduler.GPUReport{UUID: d.UUID, Index: d.Index, Product: d.Product, MemoryBytes: d.MemoryBytes, SMCount: d.SMCount,
-			SMAllocated: u.SMAllocated, MemoryAllocated: u.MemoryAllocated, Replicas: []scheduler.ReplicaReport{}}
-		ids := make([]string, 0, len(u.Replicas))
-		for id := range u.Replicas {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			bk := u.Replicas[id]
-			rr := scheduler.ReplicaReport{ID: id, SMPercent: bk.Slice.SMPercent, MemoryBytes: bk.Slice.MemoryBytes, Idle: bk.Idle, Models: b.cache.Models(id)}
-			if rr.Models == nil {
-				rr.Models = []string{}
-			}
-			if o, ok := owners[id]; ok {
-				rr.Function, rr.Namespace = o.fn.spec.Name(), o.fn.spec.Namespace()
-				rr.Ready = !bk.Idle && o.r.run != nil && o.r.run.Ready()
-				rr.Emulated = o.r.emulated
-			}
-			g.Replicas = append(g.Replicas, rr)
-		}
-		rep.Nodes[i].GPUs = append(rep.Nodes[i].GPUs, g)
-	}
+	})
 	return rep, nil
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -88,4 +89,39 @@ type PendingEntry struct {
 	Namespace string    `json:"namespace"`
 	Reason    string    `json:"reason"`
 	Since     time.Time `json:"since"`
+}
+
+// NodeReports groups the allocator's GPUs by node for the report, with each
+// booked replica's slice and models; describe fills in what only the
+// backend knows of a replica (its function, readiness).
+func NodeReports(usage []GPUUsage, c *cache.Cache, describe func(id string, rr *ReplicaReport)) []NodeReport {
+	nodes := []NodeReport{}
+	nodeIdx := map[string]int{}
+	for _, u := range usage {
+		d := u.Device
+		i, ok := nodeIdx[d.Node]
+		if !ok {
+			i = len(nodes)
+			nodeIdx[d.Node] = i
+			nodes = append(nodes, NodeReport{Name: d.Node})
+		}
+		g := GPUReport{UUID: d.UUID, Index: d.Index, Product: d.Product, MemoryBytes: d.MemoryBytes, SMCount: d.SMCount,
+			SMAllocated: u.SMAllocated, MemoryAllocated: u.MemoryAllocated, Replicas: []ReplicaReport{}}
+		ids := make([]string, 0, len(u.Replicas))
+		for id := range u.Replicas {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			bk := u.Replicas[id]
+			rr := ReplicaReport{ID: id, SMPercent: bk.Slice.SMPercent, MemoryBytes: bk.Slice.MemoryBytes, Idle: bk.Idle, Models: c.Models(id)}
+			if rr.Models == nil {
+				rr.Models = []string{}
+			}
+			describe(id, &rr)
+			g.Replicas = append(g.Replicas, rr)
+		}
+		nodes[i].GPUs = append(nodes[i].GPUs, g)
+	}
+	return nodes
 }
