@@ -92,6 +92,20 @@ func (inv Inventory) LargestMemory() int64 {
 	return m
 }
 
+// MainProduct is the product most of the inventory's GPUs are (ties to
+// the name sorting first): profiles and slice decisions are made for it.
+func (inv Inventory) MainProduct() string {
+	count := map[string]int{}
+	best := ""
+	for _, d := range inv.Devices() {
+		count[d.Product]++
+		if best == "" || count[d.Product] > count[best] || count[d.Product] == count[best] && d.Product < best {
+			best = d.Product
+		}
+	}
+	return best
+}
+
 // MaxGPUsPerNode is the largest number of GPUs on one node.
 func (inv Inventory) MaxGPUsPerNode() int {
 	m := 0

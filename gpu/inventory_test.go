@@ -126,3 +126,28 @@ func TestLoadInventoryFile(t *testing.T) {
 		t.Fatal("missing file must fail")
 	}
 }
+
+func TestMainProduct(t *testing.T) {
+	dev := func(node, uuid, product string) Device {
+		return Device{UUID: uuid, Node: node, Product: product, MemoryBytes: 1, SMCount: 1}
+	}
+	tests := []struct {
+		name string
+		inv  Inventory
+		want string
+	}{
+		{"empty", Inventory{}, ""},
+		{"most GPUs win", Inventory{Nodes: []Node{
+			{Name: "a", GPUs: []Device{dev("a", "1", "T4")}},
+			{Name: "b", GPUs: []Device{dev("b", "2", V100Product), dev("b", "3", V100Product)}},
+		}}, V100Product},
+		{"a tie goes to the name sorting first", Inventory{Nodes: []Node{
+			{Name: "a", GPUs: []Device{dev("a", "1", "Z"), dev("a", "2", "A")}},
+		}}, "A"},
+	}
+	for _, tt := range tests {
+		if got := tt.inv.MainProduct(); got != tt.want {
+			t.Errorf("%s: MainProduct = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

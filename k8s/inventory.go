@@ -102,16 +102,3 @@ func nodesOf(inv gpu.Inventory) map[string]bool {
 	}
 	return out
 }
-
-// mainProduct is the product most GPUs are: profiles are chosen for it.
-func mainProduct(inv gpu.Inventory) string {
-	count := map[string]int{}
-	best := ""
-	for _, d := range inv.Devices() {
-		count[d.Product]++
-		if best == "" || count[d.Product] > count[best] || count[d.Product] == count[best] && d.Product < best {
-			best = d.Product
-		}
-	}
-	return best
-}

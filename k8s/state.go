@@ -82,7 +82,7 @@ func newState(inv gpu.Inventory, store *profiles.Store, log *zap.Logger) *state 
 	}
 	c := cache.New(cache.DefaultOptions)
 	return &state{
-		inv: inv, product: mainProduct(inv), alloc: scheduler.NewAllocator(inv, c), cache: c, profiles: store, log: log,
+		inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c, profiles: store, log: log,
 		functions: map[string]*function{}, drains: map[string]*drain{},
 	}
 }
@@ -435,7 +435,7 @@ func (s *state) setInventory(inv gpu.Inventory, now time.Time) map[string]bool {
 	if !sameInventory(rest, inv) {
 		lost = append(lost, s.rebook(inv, now)...)
 	}
-	s.inv, s.product = inv, mainProduct(inv)
+	s.inv, s.product = inv, inv.MainProduct()
 	s.forget(lost, now, dirty)
 	return dirty
 }

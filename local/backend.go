@@ -139,7 +139,7 @@ func New(cfg Config) (*Backend, error) {
 		cache:     c,
 		state:     st,
 		logs:      newLogHub(2000),
-		product:   mainProduct(cfg.Inventory),
+		product:   cfg.Inventory.MainProduct(),
 		functions: map[string]*function{},
 		waiting:   map[string]int{},
 		stop:      make(chan struct{}),
@@ -155,20 +155,6 @@ func New(cfg Config) (*Backend, error) {
 		close(b.done)
 	}
 	return b, nil
-}
-
-// mainProduct is the product most GPUs of the inventory are: profiles are
-// chosen for it.
-func mainProduct(inv gpu.Inventory) string {
-	count := map[string]int{}
-	best := ""
-	for _, d := range inv.Devices() {
-		count[d.Product]++
-		if best == "" || count[d.Product] > count[best] || count[d.Product] == count[best] && d.Product < best {
-			best = d.Product
-		}
-	}
-	return best
 }
 
 func (b *Backend) restore() error {

@@ -29,17 +29,3 @@ func V100Inventory(n, perNode int) (gpu.Inventory, error) {
 	inv.Source = fmt.Sprintf("%d x V100, %d per node", n, perNode)
 	return inv, nil
 }
-
-// mainProduct is the product most GPUs are, the one profiles are read
-// for (as the provider does).
-func mainProduct(inv gpu.Inventory) string {
-	count := map[string]int{}
-	best := ""
-	for _, d := range inv.Devices() {
-		count[d.Product]++
-		if best == "" || count[d.Product] > count[best] || count[d.Product] == count[best] && d.Product < best {
-			best = d.Product
-		}
-	}
-	return best
-}

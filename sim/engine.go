@@ -155,7 +155,7 @@ type Engine struct {
 
 func newEngine(name string, wl *Workload, inv gpu.Inventory, cat *Catalog, opts Options) (*Engine, error) {
 	e := &Engine{
-		opts: opts.withDefaults(wl.Duration), wl: wl, inv: inv, product: mainProduct(inv), name: name,
+		opts: opts.withDefaults(wl.Duration), wl: wl, inv: inv, product: inv.MainProduct(), name: name,
 		byUUID: map[string]*gpuState{}, cache: cache.New(cache.DefaultOptions), catalogQuotas: cat.Quotas, store: cat.Store,
 	}
 	index := map[string]int{}
