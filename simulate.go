@@ -194,10 +194,19 @@ func (f *simulateFlags) spec() (sim.Spec, string, error) {
 		s.MemoryBytes = q.Value()
 	}
 	if set["min"] {
+		if f.min < 0 {
+			return s, "", fmt.Errorf("-min: %d must be 0 or more", f.min)
+		}
 		s.Min = f.min
 	}
 	if set["max"] {
+		if f.max < 0 {
+			return s, "", fmt.Errorf("-max: %d must be 0 (the default of 20) or more", f.max)
+		}
 		s.Max = f.max
+	}
+	if set["min"] && set["max"] && f.max > 0 && f.min > f.max {
+		return s, "", fmt.Errorf("-min: %d is above -max %d", f.min, f.max)
 	}
 	if set["inventory"] {
 		s.Inventory = f.inventory
@@ -206,6 +215,9 @@ func (f *simulateFlags) spec() (sim.Spec, string, error) {
 		s.GPUs, s.Inventory = f.gpus, ""
 	}
 	if set["gpus-per-node"] {
+		if f.perNode < 1 {
+			return s, "", fmt.Errorf("-gpus-per-node: %d must be at least 1", f.perNode)
+		}
 		s.PerNode = f.perNode
 	}
 	if set["policies"] {
@@ -229,6 +241,9 @@ func (f *simulateFlags) spec() (sim.Spec, string, error) {
 		o.SLOMargin = f.sloMargin
 	}
 	if set["max-batch"] {
+		if f.maxBatch < 0 {
+			return s, "", fmt.Errorf("-max-batch: %d must be 0 (no cap) or more", f.maxBatch)
+		}
 		o.MaxBatch = f.maxBatch
 	}
 	if set["no-backlog"] {
@@ -238,6 +253,9 @@ func (f *simulateFlags) spec() (sim.Spec, string, error) {
 		o.ContainerStart = f.start
 	}
 	if set["locality-bound"] {
+		if f.bound < 1 {
+			return s, "", fmt.Errorf("-locality-bound: %d must be at least 1", f.bound)
+		}
 		o.LocalityBound = f.bound
 	}
 	if set["warm-ttl"] {

@@ -31,6 +31,12 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 		{"unknown flag", []string{"-nope"}, "nope"},
 		{"no gpus", []string{"-models", "resnet50", "-gpus", "0"}, "cluster"},
 		{"bad name", []string{"-models", "resnet50", "-name", "../up"}, "-name"},
+		{"negative min", []string{"-models", "resnet50", "-min", "-3"}, "-min"},
+		{"negative max", []string{"-models", "resnet50", "-max", "-1"}, "-max"},
+		{"min above max", []string{"-models", "resnet50", "-min", "5", "-max", "2"}, "-min"},
+		{"no gpus per node", []string{"-models", "resnet50", "-gpus-per-node", "0"}, "-gpus-per-node"},
+		{"negative batch cap", []string{"-models", "resnet50", "-max-batch", "-1"}, "-max-batch"},
+		{"zero locality bound", []string{"-models", "resnet50", "-locality-bound", "0"}, "-locality-bound"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
