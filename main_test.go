@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"flag"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
@@ -112,10 +112,9 @@ func TestProfilesImport(t *testing.T) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testutil.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(port)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/openfaas/faas-provider/types"
 	sdk "github.com/openfaas/go-sdk"
@@ -261,28 +262,10 @@ func summaryThroughputs(t *testing.T, stdout string) []float64 {
 	return rates
 }
 
-// lockedBuffer is a bytes.Buffer that goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// watchedBuffer is a lockedBuffer that closes seen once its content
+// watchedBuffer is a testutil.Buffer that closes seen once its content
 // contains marker.
 type watchedBuffer struct {
-	lockedBuffer
+	testutil.Buffer
 	marker string
 	seen   chan struct{}
 	once   sync.Once
@@ -293,7 +276,7 @@ func newWatchedBuffer(marker string) *watchedBuffer {
 }
 
 func (w *watchedBuffer) Write(p []byte) (int, error) {
-	n, err := w.lockedBuffer.Write(p)
+	n, err := w.Buffer.Write(p)
 	if strings.Contains(w.String(), w.marker) {
 		w.once.Do(func() { close(w.seen) })
 	}
@@ -329,7 +312,7 @@ func buildProfileBinaries(t *testing.T) profileBinaries {
 // profileProvider is a `faas-gpu serve` process with basic auth.
 type profileProvider struct {
 	cmd        *exec.Cmd
-	out        *lockedBuffer
+	out        *testutil.Buffer
 	exited     chan struct{}
 	url        string
 	user, pass string
@@ -343,7 +326,7 @@ type profileProvider struct {
 func startProfileProvider(t *testing.T, bin, stateDir, profilesDir string) *profileProvider {
 	t.Helper()
 	secrets := t.TempDir()
-	p := &profileProvider{user: "admin", pass: "s3cret-" + strconv.Itoa(os.Getpid()), stateDir: stateDir, out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &profileProvider{user: "admin", pass: "s3cret-" + strconv.Itoa(os.Getpid()), stateDir: stateDir, out: &testutil.Buffer{}, exited: make(chan struct{})}
 	for name, v := range map[string]string{"basic-auth-user": p.user, "basic-auth-password": p.pass} {
 		if err := os.WriteFile(filepath.Join(secrets, name), []byte(v+"\n"), 0o600); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -54,49 +56,18 @@ func newCreds(t *testing.T) creds {
 	return c
 }
 
-// logBuffer collects a process's output for the test log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// tail is the end of the output, whole lines, at most n bytes.
-func (l *logBuffer) tail(n int) string {
-	s := l.String()
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return "[…]\n" + s
-}
-
 // proc is a process started by a test, killed by its cleanup.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *logBuffer
+	out    *testutil.Buffer
 	exited chan struct{}
 	err    error // Wait's result, once exited is closed
 }
 
 func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: cmd, out: &logBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &testutil.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = childAttr()
 	cmd.WaitDelay = 5 * time.Second
@@ -110,7 +81,7 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	t.Cleanup(func() {
 		p.stop(syscall.SIGTERM, 15*time.Second)
 		if t.Failed() {
-			t.Logf("---- output of %s (pid %d, %s) ----\n%s", name, cmd.Process.Pid, p.exitState(), p.out.tail(48<<10))
+			t.Logf("---- output of %s (pid %d, %s) ----\n%s", name, cmd.Process.Pid, p.exitState(), p.out.Tail(48<<10))
 		}
 	})
 	return p
@@ -571,7 +542,7 @@ func waitHealthy(t *testing.T, p *proc, u string, timeout time.Duration) {
 	last := ""
 	for {
 		if !p.running() {
-			t.Fatalf("%s exited before %s answered (%s):\n%s", p.name, u, p.exitState(), p.out.tail(16<<10))
+			t.Fatalf("%s exited before %s answered (%s):\n%s", p.name, u, p.exitState(), p.out.Tail(16<<10))
 		}
 		r, err := do(c, http.MethodGet, u, nil, nil, nil)
 		if err == nil && r.Code == http.StatusOK {
@@ -583,21 +554,19 @@ func waitHealthy(t *testing.T, p *proc, u string, timeout time.Duration) {
 			last = r.String()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s did not answer 200 within %s; last: %s\n%s", p.name, u, timeout, last, p.out.tail(16<<10))
+			t.Fatalf("%s: %s did not answer 200 within %s; last: %s\n%s", p.name, u, timeout, last, p.out.Tail(16<<10))
 		}
 		time.Sleep(poll)
 	}
 }
 
-// freePort is a TCP port free on all interfaces, as the provider listens.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", ":0")
+	port, err := testutil.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // answers is true when something accepts TCP connections at a replica URL.

@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
+
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -9,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,14 +35,7 @@ type cluster struct {
 	logs       []string
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return testutil.FreePort() }
 
 func startCluster(bin, dir string) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir}

@@ -11,11 +11,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,26 +27,9 @@ type provider struct {
 	name string
 	url  string
 	cmd  *exec.Cmd
-	out  *logBuffer
+	out  *testutil.Buffer
 	done chan struct{}
 	http *http.Client
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Lease timings short enough for a test: a killed leader is replaced
@@ -82,7 +65,7 @@ func startProviderAs(t *testing.T, name, kubeconfig string, extraEnv []string, e
 	}
 	cmd.Env = append(cmd.Env, "port="+strconv.Itoa(port), "write_timeout=10s", "read_timeout=10s")
 	cmd.Env = append(cmd.Env, extraEnv...)
-	p := &provider{name: name, url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, out: &logBuffer{}, done: make(chan struct{}),
+	p := &provider{name: name, url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, out: &testutil.Buffer{}, done: make(chan struct{}),
 		http: &http.Client{Timeout: 30 * time.Second}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
