@@ -14,6 +14,9 @@
 // the slice frees up, up to that many, run together and take
 // (batch+1)/2 times as long as one, so batching raises throughput.
 //
+// It listens on 127.0.0.1:$port, or on $SMFN_ADDR:$port: test/k8s runs it
+// on a kwok pod's loopback IP, standing in for the kubelet.
+//
 // Every answer carries X-Smfn-Sm and X-Smfn-Batch (the batch it ran in) so a
 // test can see what the replica was given.
 package main
@@ -45,7 +48,11 @@ func main() {
 	if port == "" {
 		port = "8080"
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	host := os.Getenv("SMFN_ADDR")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "smfn: listen: %v\n", err)
 		os.Exit(1)
