@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -41,7 +42,8 @@ in the annotation ` + gpu.AnnotationNodeGPUs + ` (docs/agent.md). Runs as a Daem
 
 Usage:
   faas-gpu agent [flags]
-  faas-gpu agent -once      print what NVML discovers, as the annotation's JSON, and exit
+  faas-gpu agent -once      print what NVML discovers, as the annotation's JSON, and exit;
+                            stderr gets each GPU's utilisation and processes, for people
 
 Flags:
 `
@@ -65,7 +67,7 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty: the pod's in-cluster configuration")
 	fs.StringVar(&o.nvmlLibrary, "nvml-library", "", "path of libnvidia-ml.so.1; empty: the linker's search path (GPU Operator hosts keep it under /run/nvidia/driver)")
 	fs.DurationVar(&o.interval, "interval", 30*time.Second, "how often GPUs are re-discovered; the Node is patched only when they changed")
-	fs.BoolVar(&o.once, "once", false, "discover once, print the annotation's JSON on stdout and exit; needs no Kubernetes")
+	fs.BoolVar(&o.once, "once", false, "discover once, print the annotation's JSON on stdout (and each GPU's utilisation and processes on stderr) and exit; needs no Kubernetes")
 	fs.IntVar(&o.metricsPort, "metrics-port", 0, "serve /metrics and /healthz on this port; 0: off")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
@@ -106,7 +108,10 @@ func agentCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.once {
-		return printNodeGPUs(stdout, first)
+		if err := printNodeGPUs(stdout, first); err != nil {
+			return err
+		}
+		return printReadings(stderr, first)
 	}
 
 	log, err := newLogger(&serveOptions{logLevel: o.logLevel, logFormat: o.logFormat})
@@ -172,6 +177,33 @@ func printNodeGPUs(w io.Writer, n gpu.NodeGPUs) error {
 	_, err = w.Write(buf.Bytes())
 	return err
 }
+
+// printReadings prints, for people, what -once read beyond the
+// annotation: utilisation, which the annotation leaves out, and each
+// process's kind and memory. It goes to stderr so stdout stays the
+// annotation's JSON for scripts.
+func printReadings(w io.Writer, n gpu.NodeGPUs) error {
+	var b bytes.Buffer
+	for _, g := range n.GPUs {
+		util := "utilisation not reported"
+		if u := g.Utilization; u != nil {
+			util = fmt.Sprintf("utilisation %d %%, memory controller %d %%", u.GPUPercent, u.MemoryPercent)
+		}
+		fmt.Fprintf(&b, "GPU %d %s (%s): %s, memory used %s, %d processes\n",
+			g.Index, g.UUID, g.Product, util, inMiB(g.MemoryUsedBytes), len(g.Processes))
+		for _, p := range g.Processes {
+			mem := inMiB(p.MemoryBytes)
+			if p.MemoryUnknown {
+				mem = "memory not visible to NVML"
+			}
+			fmt.Fprintf(&b, "  pid %d %s %s\n", p.PID, p.Kind, mem)
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func inMiB(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
 // kubeClient uses the kubeconfig when given, else the pod's service
 // account (the DaemonSet case).
@@ -356,21 +388,16 @@ func (a *agent) serveMetrics(port int, reg *prometheus.Registry) (stop func(), e
 // one.
 type agentMetrics struct {
 	gpus        prometheus.Gauge
-	memoryUsed  *prometheus.GaugeVec
-	processes   *prometheus.GaugeVec
+	snapshot    *gpuCollector
 	discoveries *prometheus.CounterVec
 	patches     prometheus.Counter
 	lastSuccess prometheus.Gauge
 }
 
 func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
-	gpuLabels := []string{"uuid", "index", "product"}
 	m := &agentMetrics{
-		gpus: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_gpus", Help: "GPUs NVML reports on this node, MIG-enabled ones included."}),
-		memoryUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faas_gpu_agent_gpu_memory_used_bytes",
-			Help: "GPU memory in use when the agent last looked."}, gpuLabels),
-		processes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faas_gpu_agent_gpu_processes",
-			Help: "Compute and MPS client processes on the GPU when the agent last looked."}, gpuLabels),
+		gpus:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_gpus", Help: "GPUs NVML reports on this node, MIG-enabled ones included."}),
+		snapshot: newGPUCollector(),
 		discoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faas_gpu_agent_discoveries_total",
 			Help: "NVML discoveries by result (ok, error)."}, []string{"result"}),
 		patches: prometheus.NewCounter(prometheus.CounterOpts{Name: "faas_gpu_agent_annotation_patches_total",
@@ -378,18 +405,85 @@ func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_last_success_timestamp_seconds",
 			Help: "When a discovery was last published or found unchanged."}),
 	}
-	reg.MustRegister(m.gpus, m.memoryUsed, m.processes, m.discoveries, m.patches, m.lastSuccess)
+	reg.MustRegister(m.gpus, m.snapshot, m.discoveries, m.patches, m.lastSuccess)
 	return m
 }
 
-// observe replaces the per-GPU series, so a GPU that went away leaves none.
+// observe makes n what the next scrape reports.
 func (m *agentMetrics) observe(n gpu.NodeGPUs) {
 	m.gpus.Set(float64(len(n.GPUs)))
-	m.memoryUsed.Reset()
-	m.processes.Reset()
-	for _, g := range n.GPUs {
+	m.snapshot.set(n.GPUs)
+}
+
+// gpuCollector reports the per-GPU and per-process series of the last
+// discovery, built at scrape time. Gauge vectors would have to be Reset
+// and refilled on every discovery, and a scrape in between would see GPUs
+// vanish; replacing one snapshot under a lock cannot be seen half done, and
+// a GPU or process that went away simply has no series any more.
+type gpuCollector struct {
+	memoryUsed, processes, utilization, memoryUtilization, processMemory *prometheus.Desc
+
+	mu   sync.Mutex
+	gpus []gpu.AgentGPU // the last discovery; never changed in place
+}
+
+func newGPUCollector() *gpuCollector {
+	gpuLabels := []string{"uuid", "index", "product"}
+	return &gpuCollector{
+		memoryUsed: prometheus.NewDesc("faas_gpu_agent_gpu_memory_used_bytes",
+			"GPU memory in use when the agent last looked.", gpuLabels, nil),
+		processes: prometheus.NewDesc("faas_gpu_agent_gpu_processes",
+			"Compute and MPS client processes on the GPU when the agent last looked.", gpuLabels, nil),
+		utilization: prometheus.NewDesc("faas_gpu_agent_gpu_utilization_ratio",
+			"Fraction of NVML's last sample period (1/6 s to 1 s, by product) in which at least one kernel ran on the GPU, "+
+				"however few SMs it used; absent when the GPU does not report it (MIG mode).", gpuLabels, nil),
+		memoryUtilization: prometheus.NewDesc("faas_gpu_agent_gpu_memory_controller_utilization_ratio",
+			"Fraction of NVML's last sample period in which the GPU's device memory was being read or written "+
+				"(busy time, not bandwidth or capacity used); absent when the GPU does not report it (MIG mode).", gpuLabels, nil),
+		processMemory: prometheus.NewDesc("faas_gpu_agent_process_gpu_memory_used_bytes",
+			"GPU memory used by one process on the GPU (kind: compute, or mps for an MPS client) when the agent last looked; "+
+				"absent for a process whose memory NVML cannot see.", []string{"uuid", "pid", "kind"}, nil),
+	}
+}
+
+// set replaces the snapshot; gpus must not be changed afterwards.
+func (c *gpuCollector) set(gpus []gpu.AgentGPU) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gpus = gpus
+}
+
+// Describe makes the collector a checked one: the registry refuses a
+// second collector with the same metric names.
+func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.memoryUsed, c.processes, c.utilization, c.memoryUtilization, c.processMemory} {
+		ch <- d
+	}
+}
+
+func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	gpus := c.gpus
+	c.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(d, err)
+		}
+		ch <- m
+	}
+	for _, g := range gpus {
 		labels := []string{g.UUID, strconv.Itoa(g.Index), g.Product}
-		m.memoryUsed.WithLabelValues(labels...).Set(float64(g.MemoryUsedBytes))
-		m.processes.WithLabelValues(labels...).Set(float64(len(g.Processes)))
+		gauge(c.memoryUsed, float64(g.MemoryUsedBytes), labels...)
+		gauge(c.processes, float64(len(g.Processes)), labels...)
+		if u := g.Utilization; u != nil {
+			gauge(c.utilization, float64(u.GPUPercent)/100, labels...)
+			gauge(c.memoryUtilization, float64(u.MemoryPercent)/100, labels...)
+		}
+		for _, p := range g.Processes {
+			if !p.MemoryUnknown {
+				gauge(c.processMemory, float64(p.MemoryBytes), g.UUID, strconv.FormatUint(uint64(p.PID), 10), p.Kind)
+			}
+		}
 	}
 }

@@ -347,3 +347,42 @@ func TestAgentMetricsServer(t *testing.T) {
 		t.Fatalf("metrics: %d %q", code, body)
 	}
 }
+
+// -once prints, on stderr, what the annotation leaves out; stdout stays
+// the annotation's JSON.
+func TestAgentPrintReadings(t *testing.T) {
+	tests := []struct {
+		name string
+		gpus []gpu.AgentGPU
+		want string
+	}{
+		{"none", nil, ""},
+		{"busy and unknown", []gpu.AgentGPU{
+			{
+				UUID: "GPU-0", Index: 0, Product: "NVIDIA H200", MemoryUsedBytes: 5 << 30,
+				Utilization: &gpu.Utilization{GPUPercent: 37, MemoryPercent: 12},
+				Processes: []gpu.GPUProcess{
+					{PID: 100, MemoryBytes: 30 << 20, Kind: gpu.ProcessCompute},
+					{PID: 201, MemoryBytes: 2 << 30, Kind: gpu.ProcessMPS},
+					{PID: 300, Kind: gpu.ProcessCompute, MemoryUnknown: true},
+				},
+			},
+			{UUID: "GPU-1", Index: 1, Product: "NVIDIA H200"},
+		}, "GPU 0 GPU-0 (NVIDIA H200): utilisation 37 %, memory controller 12 %, memory used 5120 MiB, 3 processes\n" +
+			"  pid 100 compute 30 MiB\n" +
+			"  pid 201 mps 2048 MiB\n" +
+			"  pid 300 compute memory not visible to NVML\n" +
+			"GPU 1 GPU-1 (NVIDIA H200): utilisation not reported, memory used 0 MiB, 0 processes\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printReadings(&out, gpu.NodeGPUs{GPUs: tt.gpus}); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tt.want {
+				t.Fatalf("printed\n%s\nwant\n%s", out.String(), tt.want)
+			}
+		})
+	}
+}

@@ -40,13 +40,46 @@ type AgentGPU struct {
 	MIGEnabled      bool   `json:"migEnabled,omitempty"`
 	// Processes are the GPU's compute processes when the agent looked.
 	Processes []GPUProcess `json:"processes,omitempty"`
+	// Utilization is how busy NVML last found the GPU; nil when the GPU
+	// does not say (MIG mode, some products). It is not in the
+	// annotation: it changes on nearly every read, and the agent patches
+	// the Node only when the annotation's value changes. The agent
+	// exports it as metrics instead.
+	Utilization *Utilization `json:"-"`
+}
+
+// Utilization is NVML's sample of a GPU's activity, each a percentage of
+// the driver's last sample period (between 1/6 s and 1 s, by product).
+type Utilization struct {
+	// GPUPercent is the share of the period in which one or more kernels
+	// ran. Under MPS a kernel using a few SMs counts like one using all.
+	GPUPercent uint32
+	// MemoryPercent is the share of the period in which device memory was
+	// read or written: memory-controller busy time, not bandwidth or
+	// capacity used.
+	MemoryPercent uint32
 }
 
 // GPUProcess is one process using a GPU.
 type GPUProcess struct {
 	PID         uint32 `json:"pid"`
 	MemoryBytes int64  `json:"memoryBytes"`
+	// Kind is ProcessCompute or ProcessMPS.
+	Kind string `json:"kind,omitempty"`
+	// MemoryUnknown is true when NVML could not see the process's memory
+	// (another container's process, without privileges); MemoryBytes is
+	// then 0, which is what the annotation has always said.
+	MemoryUnknown bool `json:"-"`
 }
+
+// The kinds of GPUProcess.
+const (
+	// ProcessCompute is a process with its own CUDA context; under MPS,
+	// the MPS server.
+	ProcessCompute = "compute"
+	// ProcessMPS is an MPS client: under MPS, a function replica.
+	ProcessMPS = "mps"
+)
 
 // EncodeNodeGPUs renders the annotation value.
 func EncodeNodeGPUs(n NodeGPUs) (string, error) {

@@ -138,6 +138,13 @@ func (d *NVML) readGPU(i int) (AgentGPU, error) {
 		return AgentGPU{}, fail("processes", err)
 	}
 	g.Processes = procs
+	util, ret := dev.GetUtilizationRates()
+	switch {
+	case ret == nvml.SUCCESS:
+		g.Utilization = &Utilization{GPUPercent: util.Gpu, MemoryPercent: util.Memory}
+	case !optional(ret): // MIG-enabled GPUs answer NOT_SUPPORTED
+		return AgentGPU{}, fail("utilisation", ret)
+	}
 	return g, nil
 }
 
@@ -156,7 +163,9 @@ func smCount(dev nvml.Device, product string) int {
 // processes lists the GPU's compute processes with their memory. Under MPS
 // the function replicas are MPS clients, which NVML lists apart from the
 // MPS server (the only "compute" process then), so both lists are merged.
-// The MPS list is optional: drivers before R470 lack the call.
+// A pid in the MPS list is an MPS client even if the compute list has it
+// too, as some drivers do. The MPS list is optional: drivers before R470
+// lack the call.
 func processes(dev nvml.Device) ([]GPUProcess, error) {
 	compute, ret := dev.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS && !optional(ret) {
@@ -166,6 +175,10 @@ func processes(dev nvml.Device) ([]GPUProcess, error) {
 	if ret != nvml.SUCCESS && !optional(ret) {
 		return nil, fmt.Errorf("MPS processes: %w", ret)
 	}
+	client := make(map[uint32]bool, len(mps))
+	for _, p := range mps {
+		client[p.Pid] = true
+	}
 	var out []GPUProcess
 	seen := map[uint32]bool{}
 	for _, p := range append(compute, mps...) {
@@ -173,19 +186,24 @@ func processes(dev nvml.Device) ([]GPUProcess, error) {
 			continue
 		}
 		seen[p.Pid] = true
-		out = append(out, GPUProcess{PID: p.Pid, MemoryBytes: processMemory(p.UsedGpuMemory)})
+		gp := GPUProcess{PID: p.Pid, Kind: ProcessCompute}
+		if client[p.Pid] {
+			gp.Kind = ProcessMPS
+		}
+		gp.MemoryBytes, gp.MemoryUnknown = processMemory(p.UsedGpuMemory)
+		out = append(out, gp)
 	}
 	return out, nil
 }
 
 // processMemory maps NVML_VALUE_NOT_AVAILABLE (all bits set: NVML may not
 // see a process's memory, e.g. one in another container without
-// privileges) to 0 rather than a huge or negative number.
-func processMemory(v uint64) int64 {
+// privileges) to 0 and unknown, rather than a huge or negative number.
+func processMemory(v uint64) (bytes int64, unknown bool) {
 	if v == ^uint64(0) {
-		return 0
+		return 0, true
 	}
-	return clampInt64(v)
+	return clampInt64(v), false
 }
 
 func clampInt64(v uint64) int64 {

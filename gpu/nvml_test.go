@@ -24,7 +24,9 @@ type fakeGPU struct {
 	migRet      nvml.Return
 	procs, mps  []nvml.ProcessInfo
 	mpsRet      nvml.Return
-	fail        string // the call that fails with ERROR_UNKNOWN
+	util        nvml.Utilization
+	utilRet     nvml.Return // non-SUCCESS: GetUtilizationRates answers it
+	fail        string      // the call that fails with ERROR_UNKNOWN
 }
 
 func (f fakeGPU) device() *mock.Device {
@@ -53,6 +55,9 @@ func (f fakeGPU) device() *mock.Device {
 		},
 		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
 			return f.mps, ret("GetMPSComputeRunningProcesses", f.mpsRet)
+		},
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return f.util, ret("GetUtilizationRates", f.utilRet)
 		},
 	}
 }
@@ -102,30 +107,38 @@ func eightH200() ([]fakeGPU, []AgentGPU) {
 			total: h200Memory, used: uint64(i) * gib,
 			sms:  132,
 			mode: nvml.COMPUTEMODE_EXCLUSIVE_PROCESS, migRet: nvml.ERROR_NOT_SUPPORTED,
+			util: nvml.Utilization{Gpu: uint32(10 * i), Memory: uint32(i)},
 		}
 		w := AgentGPU{
 			UUID: f.uuid, Index: i, Product: h200Name, MemoryBytes: h200Memory, MemoryUsedBytes: int64(i) * gib,
 			SMCount: 132, ComputeMode: ComputeModeExclusiveProcess,
+			Utilization: &Utilization{GPUPercent: uint32(10 * i), MemoryPercent: uint32(i)},
 		}
 		switch i {
 		case 1: // an old driver: no attributes, the SM count comes from the table
 			f.sms = 0
 			f.mode, w.ComputeMode = nvml.COMPUTEMODE_DEFAULT, ComputeModeDefault
-		case 2: // MPS: the server is the compute process, the replicas are its clients
-			f.procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 30 << 20}}
-			f.mps = []nvml.ProcessInfo{{Pid: 201, UsedGpuMemory: 2 * gib}, {Pid: 202, UsedGpuMemory: 3 * gib}, {Pid: 100, UsedGpuMemory: 30 << 20}}
-			w.Processes = []GPUProcess{{PID: 100, MemoryBytes: 30 << 20}, {PID: 201, MemoryBytes: 2 * gib}, {PID: 202, MemoryBytes: 3 * gib}}
+		case 2: // MPS: the server is the compute process, the replicas are its
+			// clients; a driver may list a client among the compute processes too
+			f.procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 30 << 20}, {Pid: 201, UsedGpuMemory: 2 * gib}}
+			f.mps = []nvml.ProcessInfo{{Pid: 201, UsedGpuMemory: 2 * gib}, {Pid: 202, UsedGpuMemory: 3 * gib}}
+			w.Processes = []GPUProcess{
+				{PID: 100, MemoryBytes: 30 << 20, Kind: ProcessCompute},
+				{PID: 201, MemoryBytes: 2 * gib, Kind: ProcessMPS},
+				{PID: 202, MemoryBytes: 3 * gib, Kind: ProcessMPS},
+			}
 		case 3: // memory NVML may not show (another container's process)
 			f.procs = []nvml.ProcessInfo{{Pid: 300, UsedGpuMemory: ^uint64(0)}}
-			w.Processes = []GPUProcess{{PID: 300, MemoryBytes: 0}}
+			w.Processes = []GPUProcess{{PID: 300, MemoryBytes: 0, Kind: ProcessCompute, MemoryUnknown: true}}
 		case 4:
 			f.mode, w.ComputeMode = nvml.COMPUTEMODE_PROHIBITED, ComputeModeProhibited
 		case 5: // a driver without the MPS process list
 			f.mpsRet = nvml.ERROR_FUNCTION_NOT_FOUND
 			f.procs = []nvml.ProcessInfo{{Pid: 500, UsedGpuMemory: gib}}
-			w.Processes = []GPUProcess{{PID: 500, MemoryBytes: gib}}
-		case 6: // compute mode not reported
+			w.Processes = []GPUProcess{{PID: 500, MemoryBytes: gib, Kind: ProcessCompute}}
+		case 6: // compute mode and utilisation not reported: unknown, not an error
 			f.modeRet, w.ComputeMode = nvml.ERROR_NOT_SUPPORTED, ""
+			f.utilRet, w.Utilization = nvml.ERROR_NOT_SUPPORTED, nil
 		case 7: // a MIG-capable GPU with MIG off
 			f.migRet, f.mig = nvml.SUCCESS, nvml.DEVICE_MIG_DISABLE
 		}
@@ -139,8 +152,10 @@ func TestNVMLDiscovers(t *testing.T) {
 	eight, eightWant := eightH200()
 	mig := []fakeGPU{eight[0], eight[1], eight[2]}
 	mig[1].mig, mig[1].migRet = nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+	mig[1].utilRet = nvml.ERROR_NOT_SUPPORTED // as NVML answers for a GPU in MIG mode
 	migWant := []AgentGPU{eightWant[0], eightWant[1], eightWant[2]}
 	migWant[1].MIGEnabled = true
+	migWant[1].Utilization = nil
 
 	tests := []struct {
 		name    string
@@ -227,6 +242,7 @@ func TestNVMLFailsMidway(t *testing.T) {
 		{"GetMigMode", 2, "GPU 2 (GPU-8c1c6b8e-0000-0000-0000-000000000002): MIG mode"},
 		{"GetComputeRunningProcesses", 6, "GPU 6 (GPU-8c1c6b8e-0000-0000-0000-000000000006): processes"},
 		{"GetMPSComputeRunningProcesses", 4, "GPU 4 (GPU-8c1c6b8e-0000-0000-0000-000000000004): processes: MPS processes"},
+		{"GetUtilizationRates", 1, "GPU 1 (GPU-8c1c6b8e-0000-0000-0000-000000000001): utilisation: ERROR_UNKNOWN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.call, func(t *testing.T) {
@@ -302,5 +318,54 @@ func TestNVMLDefaultLibrary(t *testing.T) {
 		if _, err := InventoryFromNodeGPUs("n", n); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The agent patches the Node only when the annotation's value changes, so
+// what changes on every read (utilisation) must not be in it, while what
+// the provider may act on (processes, their kind, memory) must.
+func TestNVMLAnnotationLeavesOutUtilization(t *testing.T) {
+	annotation := func(t *testing.T, gpus []fakeGPU) string {
+		t.Helper()
+		n, err := NewNVMLFrom(newFakeLib(nvml.SUCCESS, gpus...), "n").NodeGPUs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := EncodeNodeGPUs(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	base, _ := eightH200()
+	before := annotation(t, base)
+	if strings.Contains(strings.ToLower(before), "utiliz") {
+		t.Fatalf("utilisation in the annotation: %s", before)
+	}
+	if !strings.Contains(before, `{"pid":201,"memoryBytes":2147483648,"kind":"mps"}`) {
+		t.Fatalf("the MPS client's kind is not in the annotation: %s", before)
+	}
+
+	tests := []struct {
+		name        string
+		change      func(gpus []fakeGPU)
+		wantChanged bool
+	}{
+		{"utilisation changed", func(g []fakeGPU) {
+			g[0].util = nvml.Utilization{Gpu: 97, Memory: 64}
+			g[2].util = nvml.Utilization{}
+		}, false},
+		{"utilisation no longer reported", func(g []fakeGPU) { g[3].utilRet = nvml.ERROR_NOT_SUPPORTED }, false},
+		{"a process gone", func(g []fakeGPU) { g[2].mps = g[2].mps[:1] }, true},
+		{"a process's memory grew", func(g []fakeGPU) { g[5].procs = []nvml.ProcessInfo{{Pid: 500, UsedGpuMemory: 2 * gib}} }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gpus, _ := eightH200()
+			tt.change(gpus)
+			if changed := annotation(t, gpus) != before; changed != tt.wantChanged {
+				t.Fatalf("annotation changed: %v, want %v", changed, tt.wantChanged)
+			}
+		})
 	}
 }

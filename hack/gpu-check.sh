@@ -9,7 +9,8 @@
 #      provider API, deploys a process function doing a fixed amount of real
 #      GPU work per request at 10, 25, 50 and 100 % SM (com.openfaas.gpu.sm),
 #   5. drives each for DURATION seconds with bounded concurrency and prints
-#      the throughput at each share.
+#      the throughput at each share; halfway through each, it prints what
+#      `agent -once` reads under load (utilisation, each process's memory).
 # Without MPS the SM share cannot bite: expect the same req/s at every share.
 #
 # The GPU work, in this order of preference (GPU_WORK picks one):
@@ -46,6 +47,7 @@ DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
 
 serve_pid=""
 child=""
+load_pid=""
 mps_started=0
 mps_pipe="$work/mps-pipe"
 mkdir -p "$work/pids" "$work/state"
@@ -84,6 +86,9 @@ cleanup() {
 	trap - EXIT INT TERM
 	if [[ -n $child ]]; then
 		stop_pid "$child" 2
+	fi
+	if [[ -n $load_pid ]]; then
+		stop_pid "$load_pid" 2
 	fi
 	# The provider stops its replicas on SIGTERM; the functions also record
 	# their pids, in case it could not.
@@ -492,6 +497,22 @@ undeploy() {
 	done
 }
 
+# agent_sample prints what NVML reads while the GPU works: agent -once's
+# stderr (utilisation, and each process's kind and memory; its stdout is the
+# annotation, shown in step 2). A failure here is reported, not fatal: the
+# throughput is this check's main result.
+agent_sample() {
+	local out
+	if out=$("$bin" agent -once 2>&1 >/dev/null); then
+		echo "NVML under load:"
+		printf '%s\n' "$out" | sed 's/^/  /'
+	elif ((DRY_RUN)); then
+		echo "(dry run: no NVML reading under load)"
+	else
+		echo "agent -once failed under load: $out"
+	fi
+}
+
 # ------------------------------------------------------------ 5. the shares
 # The work per request is fixed once, at 100 % SM, so every share does the
 # same work and only the time changes.
@@ -507,8 +528,13 @@ for sm in $SM_SHARES; do
 	log "SM $sm %: $DURATION s at concurrency $CONCURRENCY"
 	deploy "gpu-work-$sm" "$sm"
 	python3 "$work/load.py" warm "$api/function/gpu-work-$sm" "$iters" || die "gpu-work-$sm does not answer"
-	run_bg python3 "$work/load.py" load "$api/function/gpu-work-$sm" "$DURATION" "$CONCURRENCY" "$iters" >"$work/result.json" ||
-		die "the load driver failed"
+	python3 "$work/load.py" load "$api/function/gpu-work-$sm" "$DURATION" "$CONCURRENCY" "$iters" >"$work/result.json" &
+	load_pid=$!
+	run_bg sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"
+	agent_sample
+	# wait returns at once on a trapped signal, like run_bg.
+	wait "$load_pid" || die "the load driver failed"
+	load_pid=""
 	result=$(cat "$work/result.json")
 	echo "$result"
 	printf '{"sm": %s, "result": %s}\n' "$sm" "$result" >>"$work/results.jsonl"
