@@ -10,7 +10,11 @@
 #      GPU work per request at 10, 25, 50 and 100 % SM (com.openfaas.gpu.sm),
 #   5. drives each for DURATION seconds with bounded concurrency and prints
 #      the throughput at each share; halfway through each, it prints what
-#      `agent -once` reads under load (utilisation, each process's memory).
+#      `agent -once` reads under load (utilisation, each process's memory),
+#   6. profiles a real PyTorch model (torchvision's PROFILE_MODEL, fp16,
+#      random weights: nothing to download) with `faas-gpu profile` at the
+#      same shares and prints the profile it writes, when python3 has
+#      PyTorch with CUDA and torchvision.
 # Without MPS the SM share cannot bite: expect the same req/s at every share.
 #
 # The GPU work, in this order of preference (GPU_WORK picks one):
@@ -29,6 +33,10 @@
 #   CONCURRENCY    requests in flight (default 4)
 #   TARGET_MS      GPU time of one request at 100 % SM; the work per request
 #                  is calibrated to it once, then fixed (default 25)
+#   PROFILE_MODEL  torchvision model to profile in step 6 (default resnet50;
+#                  "none" skips the step)
+#   PROFILE_DURATION  seconds per profiling phase (default 5)
+#   PROFILE_OUT    folder to copy the written profile into (default: none)
 #   KEEP=1         keep the temporary folder (logs) instead of removing it
 #   GPU_CHECK_DRY_RUN=1  no GPU needed: a CPU stand-in for the work and the
 #                  built-in inventory; checks this script's plumbing only
@@ -163,6 +171,22 @@ def backend(kind):
             torch.cuda.synchronize()
 
         return run, 8
+    if kind == "model":  # a real network: one forward pass per unit
+        import torch
+        import torchvision
+
+        batch = int(os.environ.get("FAAS_GPU_BATCH") or 1)
+        net = getattr(torchvision.models, os.environ.get("MODEL", "resnet50"))(weights=None)
+        net = net.cuda().eval().half()
+        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+
+        def run(iters):
+            with torch.inference_mode():
+                for _ in range(iters):
+                    net(x)
+            torch.cuda.synchronize()
+
+        return run, 1
     if kind == "cupy":
         import cupy
 
@@ -462,18 +486,25 @@ if [[ $source != nvml* ]] && ! ((DRY_RUN)); then
 	die "the provider does not use NVML's inventory ($source)"
 fi
 
-# deploy NAME SM ITERS? deploys the work function with that SM share.
+# deploy NAME SM [KIND MODEL] deploys the work function with that SM share,
+# doing $gpu_work, or KIND's work for MODEL.
 deploy() {
 	local body
-	body=$(python3 - "$1" "$2" <<PY
+	body=$(python3 - "$1" "$2" "${3:-$gpu_work}" "${4:-}" <<PY
 import json, sys
+name, sm, kind, model = sys.argv[1:5]
+env = {"mode": "http", "GPU_WORK": kind, "GPU_WORK_LIB": "$work/libwork.so",
+       "GPU_CHECK_PIDS": "$work/pids", "PYTHONUNBUFFERED": "1"}
+annotations = {"com.openfaas.gpu.sm": sm, "com.openfaas.gpu.memory": "8Gi"}
+if model:
+    env["MODEL"] = model
+    annotations["com.openfaas.gpu.model"] = model
 print(json.dumps({
-    "service": sys.argv[1], "image": "local/gpu-work:check",
+    "service": name, "image": "local/gpu-work:check",
     "envProcess": "$(command -v python3) $work/gpu-work.py",
-    "envVars": {"mode": "http", "GPU_WORK": "$gpu_work", "GPU_WORK_LIB": "$work/libwork.so",
-                "GPU_CHECK_PIDS": "$work/pids", "PYTHONUNBUFFERED": "1"},
+    "envVars": env,
     "labels": {"com.openfaas.scale.min": "1", "com.openfaas.scale.max": "1"},
-    "annotations": {"com.openfaas.gpu.sm": sys.argv[2], "com.openfaas.gpu.memory": "8Gi"},
+    "annotations": annotations,
 }))
 PY
 	)
@@ -554,3 +585,35 @@ for r in sorted(rows, key=lambda r: r["sm"]):
     if x["errors"]:
         print("       first error: %s" % x["first_error"])
 PY
+
+# -------------------------------------------------- 6. profile a real model
+PROFILE_MODEL=${PROFILE_MODEL:-resnet50}
+model_work=""
+if [[ $PROFILE_MODEL == none ]]; then
+	:
+elif ((DRY_RUN)); then
+	model_work=cpu
+elif has_python 'import sys, torch, torchvision; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+	model_work=model
+else
+	log "no PyTorch with CUDA and torchvision for python3: no model profiled"
+fi
+if [[ -n $model_work ]]; then
+	log "faas-gpu profile: $PROFILE_MODEL ($model_work; fp16, batch 1, random weights)"
+	# The profiler needs only the function's definition: at zero replicas
+	# the function leaves the whole GPU to the copies it measures one at a
+	# time (a machine may have a single GPU).
+	deploy "$PROFILE_MODEL" 1 "$model_work" "$PROFILE_MODEL"
+	curl -fsS -X POST -H 'Content-Type: application/json' -d "{\"serviceName\":\"$PROFILE_MODEL\",\"replicas\":0}" \
+		"$api/system/scale-function/$PROFILE_MODEL" >/dev/null || die "scaling $PROFILE_MODEL to zero failed"
+	shares=$(tr -s ' ' ',' <<<"$SM_SHARES")
+	run_bg "$bin" profile --gateway "$api" --function "$PROFILE_MODEL" --sm "${shares%,}" \
+		--duration "${PROFILE_DURATION:-5}s" --concurrency "$CONCURRENCY" --out "$work/$PROFILE_MODEL.yaml" ||
+		die "faas-gpu profile failed"
+	undeploy "$PROFILE_MODEL"
+	log "the profile (docs/profiles.md format; load it with faas-gpu serve -profiles DIR)"
+	cat "$work/$PROFILE_MODEL.yaml"
+	if [[ -n ${PROFILE_OUT:-} ]]; then
+		mkdir -p "$PROFILE_OUT" && cp "$work/$PROFILE_MODEL.yaml" "$PROFILE_OUT/" && echo "copied to $PROFILE_OUT/$PROFILE_MODEL.yaml"
+	fi
+fi
