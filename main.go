@@ -322,7 +322,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	// Registered before bootstrap.Serve's own /metrics, so this one answers.
 	bootstrap.Router().Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, reg}, promhttp.HandlerOpts{}))
-	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend))).Methods(http.MethodGet)
+	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend, proxyOpts.Metrics))).Methods(http.MethodGet)
 	bootstrap.Router().PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler())).Methods(http.MethodGet, http.MethodHead)
 	// The gateway asks Prometheus without credentials, so this stays open; it
 	// reveals only invocation counts, which /function/* callers can see anyway.

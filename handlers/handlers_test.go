@@ -59,7 +59,7 @@ func newServerAndBackend(t testing.TB, cfg local.Config, popts handlers.ProxyOpt
 	r.HandleFunc("/system/logs", handlers.MakeLogsHandler(b, b, 2*time.Second)).Methods(http.MethodGet)
 	r.HandleFunc("/system/namespaces", handlers.MakeNamespacesHandler(b)).Methods(http.MethodGet)
 	r.HandleFunc("/system/namespace/{name:["+bootstrap.NameExpression+"]*}", handlers.MakeMutateNamespaceHandler(b)).Methods(http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodGet)
-	r.HandleFunc("/system/gpus", handlers.MakeGPUsHandler(b)).Methods(http.MethodGet)
+	r.HandleFunc("/system/gpus", handlers.MakeGPUsHandler(b, popts.Metrics)).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", handlers.MakeHealthHandler()).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(inv)).Methods(http.MethodGet)
 	proxy := handlers.MakeProxyHandler(b, inv, popts, log)

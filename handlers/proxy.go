@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +37,14 @@ type QueueObserver interface {
 	// Queued is called with the number waiting each time it changes, under
 	// the dispatcher's lock: it must not call back into the proxy.
 	Queued(namespace, name string, waiting int)
+}
+
+// SLOSource is optionally implemented by a ReplicaResolver whose functions
+// may carry a latency target (com.openfaas.gpu.slo): the proxy counts the
+// invocations that miss it. It is asked once per invocation, so it must be
+// cheap; ok is false for a function without an SLO.
+type SLOSource interface {
+	SLO(namespace, name string) (slo time.Duration, ok bool)
 }
 
 // HeaderCache is set by replicas that know whether the request's model was
@@ -70,7 +77,8 @@ type ProxyOptions struct {
 	// InOrder turns off out-of-order dispatch of queued multi-model
 	// requests (for comparison: LALB without O3).
 	InOrder bool
-	// Metrics, when set, count invocations and time them.
+	// Metrics, when set, count invocations, time them and count the ones
+	// that miss their function's SLO (when the resolver is an SLOSource).
 	Metrics *ProxyMetrics
 }
 
@@ -86,6 +94,7 @@ type proxyTarget struct {
 	endpoint scheduler.Endpoint
 	ns, name string
 	start    time.Time
+	slo      time.Duration // 0: none, or no metrics to count it in
 }
 
 type proxyTargetKey struct{}
@@ -100,6 +109,10 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		opts.LocalityBound = 2
 	}
 	multi := newDispatcher(resolver, opts.LocalityBound, !opts.InOrder)
+	slos, _ := resolver.(SLOSource)
+	if opts.Metrics == nil {
+		slos = nil // nothing would count what it says
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -122,7 +135,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			if resp.Header.Get(HeaderReplica) == "" {
 				resp.Header.Set(HeaderReplica, t.endpoint.ID)
 			}
-			opts.Metrics.observe(t.ns, t.name, strconv.Itoa(resp.StatusCode), resp.Header.Get(HeaderCache), time.Since(t.start))
+			opts.Metrics.observe(t.ns, t.name, resp.StatusCode, resp.Header.Get(HeaderCache), time.Since(t.start), t.slo)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -136,11 +149,14 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 				return // the client went away; nobody reads an answer
 			}
 			log.Warn("proxy error", zap.String("replica", t.endpoint.ID), zap.Error(err))
-			opts.Metrics.observe(t.ns, t.name, strconv.Itoa(code), "", time.Since(t.start))
+			opts.Metrics.observe(t.ns, t.name, code, "", time.Since(t.start), t.slo)
 			http.Error(w, msg, code)
 		},
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		// From here, as the duration metric says: a request queued for a
+		// replica holding its model waits against its SLO too.
+		start := time.Now()
 		vars := mux.Vars(r)
 		name, ns := splitFunctionName(vars["name"])
 		if ns == "" {
@@ -165,6 +181,12 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			w.Header().Set(internalHeader, "proxy")
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
 			return
+		}
+		var slo time.Duration
+		if slos != nil {
+			if d, ok := slos.SLO(ns, name); ok {
+				slo = d
+			}
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -195,7 +217,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			return
 		}
 		path := strings.TrimSuffix(base.Path, "/") + "/" + vars["params"]
-		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: time.Now()})
+		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: start, slo: slo})
 		inv.Add(ns, name)
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	}

@@ -1,19 +1,30 @@
 package handlers
 
 import (
+	"strconv"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ProxyMetrics are the invocation proxy's own measurements.
+// ProxyMetrics are the invocation proxy's own measurements: Prometheus
+// series, and the last minute per function for /system/gpus and the page.
 type ProxyMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	violations *prometheus.CounterVec
+	window     *latencyWindow
 }
 
 // NewProxyMetrics registers the proxy's metrics with reg.
 func NewProxyMetrics(reg prometheus.Registerer) *ProxyMetrics {
+	return newProxyMetrics(reg, time.Now)
+}
+
+// newProxyMetrics takes the recent window's clock from now, so that tests
+// move it instead of sleeping.
+func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetrics {
 	m := &ProxyMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_invocations_total",
@@ -24,18 +35,48 @@ func NewProxyMetrics(reg prometheus.Registerer) *ProxyMetrics {
 			Help:    "Time from the proxy receiving an invocation to the replica's response headers.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"function", "namespace"}),
+		// A failed request did not meet the SLO whatever its duration: a
+		// fast 502 must not look like a fast answer.
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faas_gpu_function_slo_violations_total",
+			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures) or failed with a 5xx or a proxy error.",
+		}, []string{"function", "namespace"}),
+		window: newLatencyWindow(now),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.violations)
 	return m
 }
 
-func (m *ProxyMetrics) observe(ns, name, code, cacheOutcome string, d time.Duration) {
+// observe records one forwarded invocation: its status code (the replica's,
+// or the proxy's 502/504), the model-cache outcome, how long it took and
+// the function's SLO (0: none).
+func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d, slo time.Duration) {
 	if m == nil {
 		return
 	}
 	if cacheOutcome == "" {
 		cacheOutcome = "unknown"
 	}
-	m.requests.WithLabelValues(name, ns, code, cacheOutcome).Inc()
+	m.requests.WithLabelValues(name, ns, strconv.Itoa(code), cacheOutcome).Inc()
 	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
+	violated := slo > 0 && (d > slo || code >= 500)
+	if slo > 0 {
+		// Created at 0 by the first invocation, so that a ratio over
+		// faas_gpu_invocations_total has a series before the first miss.
+		c := m.violations.WithLabelValues(name, ns)
+		if violated {
+			c.Inc()
+		}
+	}
+	m.window.observe(ns, name, d, violated)
+}
+
+// Measured is the function's last minute as the proxy saw it (false: no
+// request in that time); slo, when positive, is what the violation share
+// is reported against.
+func (m *ProxyMetrics) Measured(namespace, name string, slo time.Duration) (scheduler.MeasuredLatency, bool) {
+	if m == nil {
+		return scheduler.MeasuredLatency{}, false
+	}
+	return m.window.measured(namespace, name, slo)
 }

@@ -42,13 +42,32 @@ type GPUReporter interface {
 	GPUReport(ctx context.Context) (scheduler.ClusterReport, error)
 }
 
-// MakeGPUsHandler serves GET /system/gpus, faas-gpu's extension.
-func MakeGPUsHandler(b GPUReporter) http.HandlerFunc {
+// MeasuredLatencies is the proxy's view of each function's last minute
+// (*ProxyMetrics).
+type MeasuredLatencies interface {
+	Measured(namespace, name string, slo time.Duration) (scheduler.MeasuredLatency, bool)
+}
+
+// MakeGPUsHandler serves GET /system/gpus, faas-gpu's extension. With
+// measured (nil: none) each function that served requests in the last
+// minute carries what the proxy measured of them.
+func MakeGPUsHandler(b GPUReporter, measured MeasuredLatencies) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rep, err := b.GPUReport(r.Context())
 		if err != nil {
 			writeError(w, err)
 			return
+		}
+		if measured != nil {
+			for i := range rep.Functions {
+				f := &rep.Functions[i]
+				// The report gives the SLO as the Duration's own String,
+				// which parses back exactly.
+				slo, _ := time.ParseDuration(f.SLO)
+				if m, ok := measured.Measured(f.Namespace, f.Name, slo); ok {
+					f.Measured = &m
+				}
+			}
 		}
 		writeJSON(w, http.StatusOK, rep)
 	}

@@ -49,6 +49,31 @@ type FunctionReport struct {
 	Idle        int     `json:"idle"`
 	Pending     int     `json:"pending"`
 	LastScale   string  `json:"lastScale,omitempty"`
+	// Measured is what the invocation proxy saw of the function over the
+	// last minute; absent when it served none of its requests in that time.
+	Measured *MeasuredLatency `json:"measured,omitempty"`
+}
+
+// MeasuredLatency is the proxy's recent view of one function: requests it
+// forwarded, their rate and latency (from the proxy receiving a request to
+// the replica's response headers), and how many missed the SLO.
+type MeasuredLatency struct {
+	// WindowSeconds is the time the numbers cover: the last minute, less
+	// when the provider started more recently.
+	WindowSeconds float64 `json:"windowSeconds"`
+	Requests      int     `json:"requests"`
+	Rate          float64 `json:"rate"`
+	// P50Ms and P95Ms are interpolated in log-spaced buckets: within 9.1 %
+	// of the exact quantile.
+	P50Ms  float64 `json:"p50Ms"`
+	P95Ms  float64 `json:"p95Ms"`
+	MeanMs float64 `json:"meanMs"`
+	// SLOMs, SLOViolations and SLOViolationRatio are set only for a
+	// function with an SLO. A violation is a request slower than the SLO
+	// or one that failed (5xx, or the replica not answering).
+	SLOMs             float64  `json:"sloMs,omitempty"`
+	SLOViolations     *int     `json:"sloViolations,omitempty"`
+	SLOViolationRatio *float64 `json:"sloViolationRatio,omitempty"`
 }
 
 // NodeReport is one node of the report.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -57,7 +58,9 @@ func fakePods(t *testing.T, name string, port int, delay time.Duration) map[stri
 
 // The proxy sends invocations to the function's Ready pods on the
 // function port, path and query intact, and spreads concurrent requests
-// over them (least outstanding first).
+// over them (least outstanding first). /system/gpus reports what it
+// measured of them, against the function's SLO, which the pods (300 ms
+// each) miss every time.
 func TestProxyReachesReadyPods(t *testing.T) {
 	requireNodes(t)
 	port, err := freePort()
@@ -71,6 +74,7 @@ func TestProxyReachesReadyPods(t *testing.T) {
 	lbl := map[string]string{"com.openfaas.scale.min": "3"}
 	f := fn("echo", 20, "1Gi")
 	f.Labels = &lbl
+	(*f.Annotations)["com.openfaas.gpu.slo"] = "100ms"
 	p.deploy(t, f)
 	p.ready(t, "echo", 3, 30*time.Second)
 	hits := fakePods(t, "echo", port, 300*time.Millisecond)
@@ -112,6 +116,17 @@ func TestProxyReachesReadyPods(t *testing.T) {
 	wg.Wait()
 	if len(served) != 3 {
 		t.Errorf("3 concurrent requests went to %v, want one per pod", served)
+	}
+
+	// The leader's proxy measured the 4 requests, all over the SLO.
+	var m *scheduler.MeasuredLatency
+	for _, f := range p.gpus(t).Functions {
+		if f.Name == "echo" {
+			m = f.Measured
+		}
+	}
+	if m == nil || m.Requests != 4 || m.SLOMs != 100 || m.SLOViolations == nil || *m.SLOViolations != 4 || m.P50Ms < 300 {
+		t.Errorf("/system/gpus measured %+v for echo, want the 4 requests sent, each of 300 ms or more, all over the 100 ms SLO", m)
 	}
 
 	// No ready pod: 503, as the gateway expects before it scales from zero.

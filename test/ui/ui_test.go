@@ -38,6 +38,7 @@ import (
 	"github.com/gorilla/mux"
 	bootstrap "github.com/openfaas/faas-provider"
 	"github.com/openfaas/faas-provider/auth"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -195,9 +196,11 @@ func serve(t *testing.T, b handlers.GPUReporter) *httptest.Server {
 	t.Helper()
 	creds := &auth.BasicAuthCredentials{User: user, Password: password}
 	protect := func(h http.HandlerFunc) http.HandlerFunc { return auth.DecorateWithBasicAuth(h, creds) }
+	// The proxy's measurements, which /system/gpus reports, as in main.go.
+	metrics := handlers.NewProxyMetrics(prometheus.NewRegistry())
 	r := mux.NewRouter()
 	r.PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler()))
-	r.HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(b))).Methods(http.MethodGet)
+	r.HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(b, metrics))).Methods(http.MethodGet)
 	if fb, ok := b.(*local.Backend); ok {
 		log := zap.NewNop()
 		inv := &handlers.Invocations{}
@@ -205,7 +208,7 @@ func serve(t *testing.T, b handlers.GPUReporter) *httptest.Server {
 		r.HandleFunc("/system/functions", protect(handlers.MakeDeployHandler(fb, log))).Methods(http.MethodPost)
 		r.HandleFunc("/system/scale-function/"+name, protect(handlers.MakeScaleHandler(fb, log))).Methods(http.MethodPost)
 		r.HandleFunc("/system/function/"+name, protect(handlers.MakeStatusHandler(fb, inv))).Methods(http.MethodGet)
-		proxy := handlers.MakeProxyHandler(fb, inv, handlers.ProxyOptions{Timeout: 10 * time.Second}, log)
+		proxy := handlers.MakeProxyHandler(fb, inv, handlers.ProxyOptions{Timeout: 10 * time.Second, Metrics: metrics}, log)
 		r.HandleFunc("/function/"+name, proxy)
 	}
 	srv := httptest.NewServer(r)
@@ -244,7 +247,14 @@ func (p *provider) do(method, path, body string, want int) []byte {
 
 func (p *provider) deploy(name string, annotations map[string]string) {
 	p.t.Helper()
-	body, _ := json.Marshal(map[string]any{"service": name, "image": "example/" + name + ":1", "annotations": annotations})
+	p.deployProcess(name, "", annotations)
+}
+
+// deployProcess deploys a function whose replicas run process per request
+// (the classic watchdog) instead of an emulated GPU worker.
+func (p *provider) deployProcess(name, process string, annotations map[string]string) {
+	p.t.Helper()
+	body, _ := json.Marshal(map[string]any{"service": name, "image": "example/" + name + ":1", "envProcess": process, "annotations": annotations})
 	p.do(http.MethodPost, "/system/functions", string(body), http.StatusAccepted)
 }
 
@@ -320,6 +330,83 @@ func bytesText(b int64) string {
 		return gibs(b) + " GiB"
 	}
 	return strconv.Itoa(int(math.Round(float64(b)/(1<<20)))) + " MiB"
+}
+
+// msText is the page's latency format, milliseconds as precise as a
+// reader needs, without trailing zeros.
+func msText(v float64) string {
+	trim := func(x float64, digits int) string {
+		s, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', digits, 64), 64)
+		return strconv.FormatFloat(s, 'f', -1, 64)
+	}
+	switch {
+	case v >= 10000:
+		return trim(v/1000, 1) + " s"
+	case v >= 100:
+		return strconv.Itoa(int(math.Round(v))) + " ms"
+	case v >= 10:
+		return trim(v, 1) + " ms"
+	}
+	return trim(v, 2) + " ms"
+}
+
+func shareText(r float64) string {
+	r *= 100
+	switch {
+	case r == 0:
+		return "0 %"
+	case r < 0.1:
+		return "< 0.1 %"
+	case r < 1:
+		return strconv.FormatFloat(r, 'f', 1, 64) + " %"
+	}
+	return strconv.Itoa(int(math.Round(r))) + " %"
+}
+
+// near reads the number the page shows at the start of text ("12.3 ms",
+// "0.85 req/s", "1.5 s" in ms) and says whether it is want, give or take
+// the page's rounding. Comparing numbers, not strings, spares the test
+// JavaScript's and Go's different rounding of exact ties.
+func near(text string, want float64) bool {
+	v, slack, ok := shown(text)
+	return ok && math.Abs(v-want) <= slack
+}
+
+// shown is the number at the start of text, in ms when its unit is s, and
+// half a unit of its last digit.
+func shown(text string) (v, slack float64, ok bool) {
+	f := strings.Fields(text)
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	digits := 0
+	if _, frac, ok := strings.Cut(f[0], "."); ok {
+		digits = len(frac)
+	}
+	slack = 0.5*math.Pow(10, -float64(digits)) + 1e-9
+	if f[1] == "s" {
+		v, slack = v*1000, slack*1000
+	}
+	return v, slack, true
+}
+
+// sloState is the page's judgement of a function's last minute: ok or
+// miss against its SLO, none without one, idle without requests.
+func sloState(f scheduler.FunctionReport) string {
+	m := f.Measured
+	switch {
+	case m == nil || m.Requests == 0:
+		return "idle"
+	case f.SLO == "" || m.SLOMs == 0:
+		return "none"
+	case m.P95Ms > m.SLOMs || (m.SLOViolationRatio != nil && *m.SLOViolationRatio > 0.05):
+		return "miss"
+	}
+	return "ok"
 }
 
 func rateText(r float64) string {
@@ -539,6 +626,7 @@ func checkMap(t *testing.T, doc *node, rep scheduler.ClusterReport) {
 		if legend.First(byAttr("span", "data-function", f.Name)) == nil {
 			t.Errorf("function %s not in the legend", f.Name)
 		}
+		checkMeasured(t, row, f)
 	}
 	if len(rep.Functions) == 0 && !strings.Contains(fns.Text(), "No functions deployed yet.") {
 		t.Errorf("no functions, page says %q", fns.Text())
@@ -557,6 +645,76 @@ func checkMap(t *testing.T, doc *node, rep scheduler.ClusterReport) {
 	if tile := doc.First(byAttr("div", "data-total", "cache")); tile == nil || !strings.Contains(tile.Text(), wantCache) {
 		t.Errorf("cache totals %q, want %q", tile.Text(), wantCache)
 	}
+}
+
+// checkMeasured compares a function's row with what the proxy measured
+// of its last minute. The page fetched the report a moment after the
+// test: the counts and latencies are the same (nothing was invoked in
+// between), the window is a little longer and the rate a little lower.
+func checkMeasured(t *testing.T, row *node, f scheduler.FunctionReport) {
+	t.Helper()
+	state := sloState(f)
+	if got := row.Attr["data-slo"]; got != state {
+		t.Errorf("function %s marked %q, want %q (measured %+v)", f.Name, got, state, f.Measured)
+	}
+	if miss := row.HasClass("slo-miss"); miss != (state == "miss") {
+		t.Errorf("function %s: row class %q, state %s", f.Name, row.Attr["class"], state)
+	}
+	rateCell, latCell := row.First(byClass("td", "rate")), row.First(byClass("td", "latency"))
+	if rateCell == nil || latCell == nil {
+		t.Fatalf("function %s: no rate or latency cell", f.Name)
+	}
+	m := f.Measured
+	if m == nil {
+		for _, c := range []*node{rateCell, latCell} {
+			if !strings.Contains(c.Text(), "no requests in the last minute") {
+				t.Errorf("function %s without requests: %q", f.Name, c.Text())
+			}
+		}
+		return
+	}
+	// Rate: the requests over a window at least as long as when the test
+	// read it (or, had a sub-window left since, 50 s) and at most a minute.
+	rt := rateCell.Text()
+	if !between(rt, float64(m.Requests)/60, max(m.Rate, float64(m.Requests)/50)) {
+		t.Errorf("function %s: rate %q, want about %s", f.Name, rt, rateText(m.Rate))
+	}
+	reqs := fmt.Sprintf("%d request%s in ", m.Requests, map[bool]string{true: "", false: "s"}[m.Requests == 1])
+	if !strings.Contains(rt, reqs) {
+		t.Errorf("function %s: rate cell %q, want %q", f.Name, rt, reqs)
+	}
+	// Latency: p50 and p95 as measured.
+	q := latCell.First(byClass("span", "quantiles"))
+	if q == nil {
+		t.Fatalf("function %s: no quantiles in %q", f.Name, latCell.Text())
+	}
+	p50, p95, ok := strings.Cut(strings.TrimPrefix(q.Text(), "p50 "), " · p95 ")
+	if !ok || !near(p50, m.P50Ms) || !near(p95, m.P95Ms) {
+		t.Errorf("function %s: %q, want p50 %s · p95 %s", f.Name, q.Text(), msText(m.P50Ms), msText(m.P95Ms))
+	}
+	lt := latCell.Text()
+	switch state {
+	case "none":
+		if !strings.Contains(lt, "no SLO to meet") {
+			t.Errorf("function %s without an SLO: %q", f.Name, lt)
+		}
+	case "ok", "miss":
+		badge := map[string]string{"ok": "✓ meets SLO", "miss": "✗ misses SLO"}[state]
+		if b := latCell.First(byClass("span", "slo")); b == nil || b.Text() != badge || !b.HasClass(state) {
+			t.Errorf("function %s: SLO badge %v, want %q", f.Name, b, badge)
+		}
+		over := fmt.Sprintf("%s over %s or failed (%d of %d)", shareText(*m.SLOViolationRatio), msText(m.SLOMs), *m.SLOViolations, m.Requests)
+		if !strings.Contains(lt, over) {
+			t.Errorf("function %s: %q, want %q", f.Name, lt, over)
+		}
+	}
+}
+
+// between says whether the number the page shows at the start of text is
+// within [lo, hi], give or take its rounding.
+func between(text string, lo, hi float64) bool {
+	v, slack, ok := shown(text)
+	return ok && v >= lo-slack && v <= hi+slack
 }
 
 func checkSegment(t *testing.T, where string, s *node, r scheduler.ReplicaReport, state string, wantWidth float64) {
@@ -621,13 +779,16 @@ func TestGPUMapInChromium(t *testing.T) {
 	// Several functions, each GPU shared: bert-qa's two 40 % replicas with
 	// resnet50 (its slice chosen by its profile for a 100 ms SLO), whisper
 	// on a whole GPU, ocr with yolo, then ocr scaled to zero (its replica
-	// stays warm), and sdxl, which needs 80 % SM no GPU has free.
+	// stays warm), and sdxl, which needs 80 % SM no GPU has free. detector
+	// has a 50 ms SLO its replica (a process sleeping 150 ms per request)
+	// always misses.
 	p.deploy("bert-qa", map[string]string{"com.openfaas.gpu.sm": "40", "com.openfaas.gpu.memory": "6Gi", "com.openfaas.gpu.model": "bert-base"})
 	p.scale("bert-qa", 2)
 	p.deploy("resnet50", map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "100ms"})
 	p.deploy("whisper", map[string]string{"com.openfaas.gpu.sm": "100", "com.openfaas.gpu.memory": "12Gi"})
 	p.deploy("ocr", map[string]string{"com.openfaas.gpu.sm": "20", "com.openfaas.gpu.memory": "2Gi"})
 	p.deploy("yolo", map[string]string{"com.openfaas.gpu.sm": "30", "com.openfaas.gpu.memory": "4Gi"})
+	p.deployProcess("detector", "sleep 0.15", map[string]string{"com.openfaas.gpu.model": "mobilenet_v3_large", "com.openfaas.gpu.slo": "50ms"})
 	p.settle()
 	// Traffic, and two autoscaler passes 5 s apart (in the backend's time)
 	// to turn it into request rates.
@@ -638,6 +799,7 @@ func TestGPUMapInChromium(t *testing.T) {
 	p.invoke("resnet50", 60)
 	p.invoke("yolo", 12)
 	p.invoke("whisper", 5)
+	p.invoke("detector", 10)
 	p.backend.Tick(t0.Add(5 * time.Second))
 	p.scale("ocr", 0)
 	p.deploy("sdxl", map[string]string{"com.openfaas.gpu.sm": "80", "com.openfaas.gpu.memory": "10Gi"})
@@ -657,7 +819,24 @@ func TestGPUMapInChromium(t *testing.T) {
 	for _, pe := range rep.Pending {
 		pendingSDXL = pendingSDXL || pe.Function == "sdxl" && pe.Reason != ""
 	}
-	if !warm || !pendingSDXL || len(rep.Functions) != 6 {
+	fnReport, measured := map[string]scheduler.FunctionReport{}, map[string]*scheduler.MeasuredLatency{}
+	for _, f := range rep.Functions {
+		fnReport[f.Name], measured[f.Name] = f, f.Measured
+	}
+	// The proxy measured what the test sent: resnet50 (its emulated
+	// replica answers in its profiled batch latency, 42 ms) meets its
+	// 100 ms SLO but for the odd cold model load; detector misses its
+	// 50 ms one every time.
+	if m := measured["resnet50"]; m == nil || m.Requests != 60 || m.SLOMs != 100 || *m.SLOViolations > 3 || sloState(fnReport["resnet50"]) != "ok" {
+		t.Fatalf("resnet50 measured %+v, want its 60 requests within the 100 ms SLO: %s", m, raw)
+	}
+	if m := measured["detector"]; m == nil || m.Requests != 10 || m.SLOMs != 50 || *m.SLOViolations != 10 || *m.SLOViolationRatio != 1 || m.P50Ms < 150 {
+		t.Fatalf("detector measured %+v, want its 10 requests all over the 50 ms SLO: %s", m, raw)
+	}
+	if measured["sdxl"] != nil {
+		t.Fatalf("sdxl, never invoked, measured %+v", measured["sdxl"])
+	}
+	if !warm || !pendingSDXL || len(rep.Functions) != 7 {
 		t.Fatalf("scenario not set up (ocr warm %v, sdxl pending %v, %d functions): %s", warm, pendingSDXL, len(rep.Functions), raw)
 	}
 
@@ -673,11 +852,37 @@ func TestGPUMapInChromium(t *testing.T) {
 		if len(idle) == 0 || idle[0].Attr["data-function"] != "ocr" {
 			t.Errorf("no hatched warm segment for ocr: %v", idle)
 		}
+		// The function missing its SLO is marked in words as well as in
+		// colour, in its row and in the totals; the one meeting it is not.
+		fns := doc.First(byID("functions"))
+		for name, want := range map[string][]string{
+			"detector": {"✗ misses SLO", "p95 above 50 ms", "100 % over 50 ms or failed (10 of 10)", "10 requests in"},
+			"resnet50": {"✓ meets SLO", "60 requests in"},
+			"sdxl":     {"no requests in the last minute"},
+			"ocr":      {"no SLO to meet", "2 requests in"},
+		} {
+			row := fns.First(byAttr("tr", "data-function", name))
+			if row == nil {
+				t.Errorf("no row for %s", name)
+				continue
+			}
+			for _, w := range want {
+				if !strings.Contains(row.Text(), w) {
+					t.Errorf("%s row %q, want %q", name, row.Text(), w)
+				}
+			}
+		}
+		if row := fns.First(byAttr("tr", "data-function", "detector")); row == nil || !row.HasClass("slo-miss") {
+			t.Error("detector's row is not marked")
+		}
+		if tile := doc.First(byAttr("div", "data-total", "slo")); tile == nil || !tile.HasClass("bad") || !strings.Contains(tile.Text(), "1 of 2 miss: detector") {
+			t.Errorf("SLO totals tile %v, want 1 of 2 miss: detector, marked", tile)
+		}
 		shot := filepath.Join(dir, "gpu-map.png")
 		b.screenshot(pageURL(p.srv, true), "1280,900", shot)
 		// The whole page, functions table included, for the README.
 		full := filepath.Join(dir, "gpu-map-full.png")
-		b.screenshot(pageURL(p.srv, true), "1280,1120", full)
+		b.screenshot(pageURL(p.srv, true), "1280,1440", full)
 		t.Logf("screenshots: %s, %s", shot, full)
 		if *updateDocs && !t.Failed() {
 			_, file, _, _ := runtime.Caller(0)
