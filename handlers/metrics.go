@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,10 +14,16 @@ type collector struct {
 	rep GPUReporter
 
 	smAllocated, memAllocated, memCapacity, gpuReplicas *prometheus.Desc
-	fnReplicas, fnSlice, fnRate                         *prometheus.Desc
+	fnReplicas, fnSlice, fnRate, fnSLO                  *prometheus.Desc
 	pending                                             *prometheus.Desc
 	cacheHits, cacheNodeHits, cacheMisses, evictions    *prometheus.Desc
+	decisions, decisionSeconds, autoscaler              *prometheus.Desc
+	startupSeconds, modelLoadSeconds                    *prometheus.Desc
 }
+
+// unknownReason labels pending replicas no placement was tried for yet
+// (a Kubernetes standby's view of the leader's).
+const unknownReason = "unknown"
 
 // NewCollector exports reporter's GPUs, functions and model cache.
 func NewCollector(reporter GPUReporter) prometheus.Collector {
@@ -24,24 +31,31 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		return prometheus.NewDesc("faas_gpu_"+name, help, labels, nil)
 	}
 	return &collector{
-		rep:           reporter,
-		smAllocated:   d("gpu_sm_allocated_percent", "SM % of the GPU given to replicas (MPS active-thread percentages summed).", "node", "gpu"),
-		memAllocated:  d("gpu_memory_allocated_bytes", "GPU memory given to replicas, warm ones included.", "node", "gpu"),
-		memCapacity:   d("gpu_memory_capacity_bytes", "GPU memory.", "node", "gpu"),
-		gpuReplicas:   d("gpu_replicas", "Replicas on the GPU by state.", "node", "gpu", "state"),
-		fnReplicas:    d("function_replicas", "Replicas of the function by state: desired, ready, pending, idle (warm).", "function", "namespace", "state"),
-		fnSlice:       d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
-		fnRate:        d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
-		pending:       d("pending_replicas", "Replicas that fit on no GPU yet."),
-		cacheHits:     d("cache_hits_total", "Requests whose model was in the replica's GPU memory."),
-		cacheNodeHits: d("cache_node_hits_total", "Model loads served from the node tier."),
-		cacheMisses:   d("cache_misses_total", "Cold model loads."),
-		evictions:     d("cache_evictions_total", "Evictions: a model from a replica (model), a warm replica for memory (replica), a warm replica after its TTL (expired).", "kind"),
+		rep:              reporter,
+		smAllocated:      d("gpu_sm_allocated_percent", "SM % of the GPU given to replicas (MPS active-thread percentages summed).", "node", "gpu"),
+		memAllocated:     d("gpu_memory_allocated_bytes", "GPU memory given to replicas, warm ones included.", "node", "gpu"),
+		memCapacity:      d("gpu_memory_capacity_bytes", "GPU memory.", "node", "gpu"),
+		gpuReplicas:      d("gpu_replicas", "Replicas on the GPU by state.", "node", "gpu", "state"),
+		fnReplicas:       d("function_replicas", "Replicas of the function by state: desired, ready, pending, idle (warm).", "function", "namespace", "state"),
+		fnSlice:          d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
+		fnRate:           d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
+		fnSLO:            d("function_slo_seconds", "The function's latency SLO (com.openfaas.gpu.slo); absent without one.", "function", "namespace"),
+		pending:          d("pending_replicas", "Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).", "reason"),
+		cacheHits:        d("cache_hits_total", "Requests whose model was in the replica's GPU memory."),
+		cacheNodeHits:    d("cache_node_hits_total", "Model loads served from the node tier."),
+		cacheMisses:      d("cache_misses_total", "Cold model loads."),
+		evictions:        d("cache_evictions_total", "Evictions: a model from a replica (model), a warm replica for memory (replica), a warm replica after its TTL (expired).", "kind"),
+		decisions:        d("scheduler_decisions_total", "Placement attempts by result: placed, placed_with_eviction (warm replicas evicted to fit, counted in cache_evictions_total), pending (fits on no GPU; tried again whenever capacity may have freed).", "result"),
+		decisionSeconds:  d("scheduler_decision_duration_seconds", "Wall time of one placement attempt."),
+		autoscaler:       d("autoscaler_actions_total", "Autoscaler decisions applied, by direction: up adds replicas, down removes some (to zero included).", "function", "namespace", "direction"),
+		startupSeconds:   d("replica_startup_seconds", "Time from a replica's placement (Kubernetes: its pod's creation, to the second) to ready: for a process or a pod mostly its model load; an emulated replica is ready at once and loads on its first request."),
+		modelLoadSeconds: d("model_load_duration_seconds", "Model loads whose duration the provider knows, by source: cold (a cache miss) or node (the node tier); emulated replicas only, as a process or a pod loads its model unseen (see replica_startup_seconds).", "source"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.pending, c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions} {
+	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.fnSLO, c.pending,
+		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds} {
 		ch <- d
 	}
 }
@@ -84,12 +98,47 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.fnReplicas, float64(f.Idle), f.Name, f.Namespace, "idle")
 		gauge(c.fnSlice, float64(f.SMPercent), f.Name, f.Namespace)
 		gauge(c.fnRate, f.Rate, f.Name, f.Namespace)
+		if slo, err := time.ParseDuration(f.SLO); err == nil && slo > 0 {
+			gauge(c.fnSLO, slo.Seconds(), f.Name, f.Namespace)
+		}
 	}
-	gauge(c.pending, float64(len(rep.Pending)))
+	// Every cause has its series, 0 included, so the sum is 0 rather than
+	// no data when nothing waits.
+	pending := map[string]int{unknownReason: 0}
+	for _, code := range scheduler.NoFitCodes() {
+		pending[string(code)] = 0
+	}
+	for _, p := range rep.Pending {
+		code := string(p.ReasonCode)
+		if _, known := pending[code]; !known {
+			code = unknownReason
+		}
+		pending[code]++
+	}
+	for code, n := range pending {
+		gauge(c.pending, float64(n), code)
+	}
 	counter(c.cacheHits, float64(rep.Cache.Hits))
 	counter(c.cacheNodeHits, float64(rep.Cache.NodeHits))
 	counter(c.cacheMisses, float64(rep.Cache.Misses))
 	counter(c.evictions, float64(rep.Cache.ModelEvictions), "model")
 	counter(c.evictions, float64(rep.Cache.ReplicaEvictions), "replica")
 	counter(c.evictions, float64(rep.Cache.Expirations), "expired")
+
+	st := rep.Stats
+	counter(c.decisions, float64(st.Decisions.Placed), "placed")
+	counter(c.decisions, float64(st.Decisions.PlacedWithEviction), "placed_with_eviction")
+	counter(c.decisions, float64(st.Decisions.Pending), "pending")
+	histogram := func(d *prometheus.Desc, h scheduler.Histogram, labels ...string) {
+		ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Buckets(), labels...)
+	}
+	histogram(c.decisionSeconds, st.Decisions.Seconds)
+	histogram(c.startupSeconds, st.StartupSeconds)
+	for source, h := range st.ModelLoadSeconds {
+		histogram(c.modelLoadSeconds, h, source)
+	}
+	for _, a := range st.Autoscaler {
+		counter(c.autoscaler, float64(a.Up), a.Function, a.Namespace, "up")
+		counter(c.autoscaler, float64(a.Down), a.Function, a.Namespace, "down")
+	}
 }

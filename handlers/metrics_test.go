@@ -1,12 +1,14 @@
 package handlers_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/local"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -17,7 +19,7 @@ func TestMetricsAfterAScenario(t *testing.T) {
 	srv, b := newServerAndBackend(t, local.Config{Emulation: local.Emulation{Latency: time.Millisecond}}, handlers.ProxyOptions{Timeout: 5 * time.Second, Metrics: pm})
 	reg.MustRegister(handlers.NewCollector(b))
 
-	mustDo(t, srv, "POST", "/system/functions", `{"service":"a","image":"img","annotations":{"com.openfaas.gpu.sm":"30","com.openfaas.gpu.memory":"4Gi"}}`, 202)
+	mustDo(t, srv, "POST", "/system/functions", `{"service":"a","image":"img","annotations":{"com.openfaas.gpu.sm":"30","com.openfaas.gpu.memory":"4Gi","com.openfaas.gpu.slo":"60ms"}}`, 202)
 	mustDo(t, srv, "POST", "/system/functions", `{"service":"b","image":"img","annotations":{"com.openfaas.gpu.sm":"50","com.openfaas.gpu.memory":"2Gi"}}`, 202)
 	mustDo(t, srv, "POST", "/system/functions", `{"service":"c","image":"img","annotations":{"com.openfaas.gpu.sm":"90","com.openfaas.gpu.memory":"2Gi"}}`, 202)
 	mustDo(t, srv, "POST", "/system/functions", `{"service":"d","image":"img","annotations":{"com.openfaas.gpu.sm":"90","com.openfaas.gpu.memory":"2Gi"}}`, 202) // no room: pending
@@ -38,9 +40,14 @@ faas_gpu_gpu_sm_allocated_percent{gpu="GPU-00000000-faa5-0000-0000-000000000001"
 # TYPE faas_gpu_gpu_memory_allocated_bytes gauge
 faas_gpu_gpu_memory_allocated_bytes{gpu="GPU-00000000-faa5-0000-0000-000000000000",node="node-a"} 6.442450944e+09
 faas_gpu_gpu_memory_allocated_bytes{gpu="GPU-00000000-faa5-0000-0000-000000000001",node="node-a"} 2.147483648e+09
-# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet.
+# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).
 # TYPE faas_gpu_pending_replicas gauge
-faas_gpu_pending_replicas 1
+faas_gpu_pending_replicas{reason="memory"} 0
+faas_gpu_pending_replicas{reason="no_gpu"} 0
+faas_gpu_pending_replicas{reason="sm"} 1
+faas_gpu_pending_replicas{reason="sm_or_memory"} 0
+faas_gpu_pending_replicas{reason="unknown"} 0
+faas_gpu_pending_replicas{reason="whole_gpus"} 0
 # HELP faas_gpu_cache_hits_total Requests whose model was in the replica's GPU memory.
 # TYPE faas_gpu_cache_hits_total counter
 faas_gpu_cache_hits_total 2
@@ -51,14 +58,40 @@ faas_gpu_cache_misses_total 1
 # TYPE faas_gpu_invocations_total counter
 faas_gpu_invocations_total{cache="hit",code="200",function="a",namespace="openfaas-fn"} 2
 faas_gpu_invocations_total{cache="miss",code="200",function="a",namespace="openfaas-fn"} 1
+# HELP faas_gpu_function_slo_seconds The function's latency SLO (com.openfaas.gpu.slo); absent without one.
+# TYPE faas_gpu_function_slo_seconds gauge
+faas_gpu_function_slo_seconds{function="a",namespace="openfaas-fn"} 0.06
+# HELP faas_gpu_scheduler_decisions_total Placement attempts by result: placed, placed_with_eviction (warm replicas evicted to fit, counted in cache_evictions_total), pending (fits on no GPU; tried again whenever capacity may have freed).
+# TYPE faas_gpu_scheduler_decisions_total counter
+faas_gpu_scheduler_decisions_total{result="pending"} 2
+faas_gpu_scheduler_decisions_total{result="placed"} 3
+faas_gpu_scheduler_decisions_total{result="placed_with_eviction"} 0
 `
+	// d is tried when deployed and again when b's scale-down frees SM %
+	// (not enough). a's one load was a miss of the emulated default load
+	// time, 0.
 	names := []string{"faas_gpu_gpu_sm_allocated_percent", "faas_gpu_gpu_memory_allocated_bytes", "faas_gpu_pending_replicas",
-		"faas_gpu_cache_hits_total", "faas_gpu_cache_misses_total", "faas_gpu_invocations_total"}
+		"faas_gpu_cache_hits_total", "faas_gpu_cache_misses_total", "faas_gpu_invocations_total",
+		"faas_gpu_function_slo_seconds", "faas_gpu_scheduler_decisions_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(reg, "faas_gpu_invocation_duration_seconds"); n != 1 {
 		t.Fatalf("duration histogram series = %d, want 1", n)
+	}
+	// Histograms by their sample counts: the times themselves vary.
+	for _, h := range []struct {
+		name   string
+		labels map[string]string
+		count  uint64
+	}{
+		{"faas_gpu_scheduler_decision_duration_seconds", nil, 5},
+		{"faas_gpu_replica_startup_seconds", nil, 3}, // a, b, c: emulated, ready when started
+		{"faas_gpu_model_load_duration_seconds", map[string]string{"source": "cold"}, 1},
+	} {
+		if got := histogramCount(t, reg, h.name, h.labels); got != h.count {
+			t.Errorf("%s%v count = %d, want %d", h.name, h.labels, got, h.count)
+		}
 	}
 	desired := `
 # HELP faas_gpu_function_replicas Replicas of the function by state: desired, ready, pending, idle (warm).
@@ -83,5 +116,101 @@ faas_gpu_function_replicas{function="d",namespace="openfaas-fn",state="ready"} 0
 	waitReady(t, srv, "c")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(desired), "faas_gpu_function_replicas"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// histogramCount is the sample count of the series of histogram name with
+// labels.
+func histogramCount(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			if len(have) != len(labels) {
+				continue
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return m.GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no %s%v series", name, labels)
+	return 0
+}
+
+// TestAutoscalerActionsMetric: the autoscaler's applied decisions per
+// function, scale to zero counting as down; a function it does not
+// manage has no series.
+func TestAutoscalerActionsMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv, b := newServerAndBackend(t, local.Config{Emulation: local.Emulation{Latency: time.Millisecond}}, handlers.ProxyOptions{Timeout: 5 * time.Second})
+	reg.MustRegister(handlers.NewCollector(b))
+	mustDo(t, srv, "POST", "/system/functions", `{"service":"z","image":"img","labels":{"com.openfaas.scale.zero":"true","com.openfaas.scale.zero-duration":"30s"},"annotations":{"com.openfaas.gpu.sm":"30","com.openfaas.gpu.memory":"2Gi"}}`, 202)
+	mustDo(t, srv, "POST", "/system/functions", `{"service":"fixed","image":"img","annotations":{"com.openfaas.gpu.sm":"30","com.openfaas.gpu.memory":"2Gi"}}`, 202)
+	b.Tick(time.Now().Add(time.Minute))
+	want := `
+# HELP faas_gpu_autoscaler_actions_total Autoscaler decisions applied, by direction: up adds replicas, down removes some (to zero included).
+# TYPE faas_gpu_autoscaler_actions_total counter
+faas_gpu_autoscaler_actions_total{direction="down",function="z",namespace="openfaas-fn"} 1
+faas_gpu_autoscaler_actions_total{direction="up",function="z",namespace="openfaas-fn"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "faas_gpu_autoscaler_actions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type fixedReport scheduler.ClusterReport
+
+func (r fixedReport) GPUReport(context.Context) (scheduler.ClusterReport, error) {
+	return scheduler.ClusterReport(r), nil
+}
+
+// TestCollectorEdgeCases: what the scenarios above do not reach.
+func TestCollectorEdgeCases(t *testing.T) {
+	rep := fixedReport{
+		// A standby's view: pending replicas it never tried to place.
+		Pending: []scheduler.PendingEntry{{ID: "x-1"}, {ID: "y-1", ReasonCode: scheduler.NoFitWholeGPUs}},
+		Functions: []scheduler.FunctionReport{
+			{Name: "none", Namespace: "ns"},
+			{Name: "odd", Namespace: "ns", SLO: "soon"},
+			{Name: "slow", Namespace: "ns", SLO: "1.5s"},
+		},
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(handlers.NewCollector(rep))
+	want := `
+# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).
+# TYPE faas_gpu_pending_replicas gauge
+faas_gpu_pending_replicas{reason="memory"} 0
+faas_gpu_pending_replicas{reason="no_gpu"} 0
+faas_gpu_pending_replicas{reason="sm"} 0
+faas_gpu_pending_replicas{reason="sm_or_memory"} 0
+faas_gpu_pending_replicas{reason="unknown"} 1
+faas_gpu_pending_replicas{reason="whole_gpus"} 1
+# HELP faas_gpu_function_slo_seconds The function's latency SLO (com.openfaas.gpu.slo); absent without one.
+# TYPE faas_gpu_function_slo_seconds gauge
+faas_gpu_function_slo_seconds{function="slow",namespace="ns"} 1.5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "faas_gpu_pending_replicas", "faas_gpu_function_slo_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	// No model load of known duration: no series, rather than an empty
+	// histogram that reads as "none happened".
+	if n := testutil.CollectAndCount(handlers.NewCollector(rep), "faas_gpu_model_load_duration_seconds"); n != 0 {
+		t.Fatalf("model load series = %d, want none", n)
 	}
 }

@@ -47,6 +47,12 @@ func (s *state) autoscale(now time.Time, counts func(k string) (requests uint64,
 			fn.pending = append(fn.pending, &pendingReplica{id: newReplicaID(fn.spec.Name()), config: c, since: now.UTC()})
 			fn.lastUp = now
 		}
+		if len(d.Add) > 0 {
+			fn.scaledUp++
+		}
+		if len(d.Remove) > 0 {
+			fn.scaledDown++
+		}
 		fn.desired = fn.placed() + len(fn.pending)
 		fn.lastScale = d.Reason
 		s.log.Info("autoscaled", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()),

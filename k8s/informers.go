@@ -139,8 +139,9 @@ func (b *Backend) startInformers() error {
 		of, sf := factory(ns, owned), factory(ns, apiSecrets)
 		dep, svc, pod, sec := of.Apps().V1().Deployments(), of.Core().V1().Services(), of.Core().V1().Pods(), sf.Core().V1().Secrets()
 		b.deps.byNS[ns], b.svcs.byNS[ns], b.pods.byNS[ns], b.secrets.byNS[ns] = dep.Lister(), svc.Lister(), pod.Lister(), sec.Lister()
-		// A pod gone may end a drain and free a GPU share.
-		handle(pod.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: b.podDeleted})
+		// A pod gone may end a drain and free a GPU share; a pod ready
+		// ends a start-up.
+		handle(pod.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: b.podUpdated, DeleteFunc: b.podDeleted})
 		// A Deployment deleted behind faas-gpu's back is written again.
 		handle(dep.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: kick})
 		if b.may(b.ctx, "watch", "apps", "replicasets", ns) {
@@ -209,7 +210,7 @@ func (b *Backend) listNamespaces() []string {
 	return b.scope.namespaces
 }
 
-// podDeleted forgets a gone pod's request counter and model.
+// podDeleted forgets a gone pod's request counter, model and start-up.
 func (b *Backend) podDeleted(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -217,8 +218,54 @@ func (b *Backend) podDeleted(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		b.inflight.Delete(p.UID)
 		b.podModel.Delete(p.Name)
+		b.mu.Lock()
+		if b.st != nil {
+			delete(b.st.started, p.UID)
+		}
+		b.mu.Unlock()
 	}
 	b.kick()
+}
+
+// podUpdated counts, on the leader, the start-up of a function's pod the
+// first time it turns ready: ready again (after a restart or a failed
+// probe) it did not just start. Only pods made since this instance took
+// the lead count: an earlier leader saw the others.
+func (b *Backend) podUpdated(oldObj, newObj any) {
+	old, ok := oldObj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p, ok := newObj.(*corev1.Pod)
+	if !ok || p.Labels[LabelGroup] == "" || podReady(old) || !podReady(p) {
+		return
+	}
+	d, ok := podStartup(p)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.st
+	// Creation times are whole seconds: a pod made in the second the
+	// state was counts.
+	if st == nil || st.started[p.UID] || p.CreationTimestamp.Time.Before(st.since.Truncate(time.Second)) {
+		return
+	}
+	st.started[p.UID] = true
+	st.stats.Started(d)
+}
+
+// podStartup is how long pod p took from its creation to its last Ready
+// transition, to the second (Kubernetes' timestamps); false while it is
+// not ready.
+func podStartup(p *corev1.Pod) (time.Duration, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() && !p.CreationTimestamp.IsZero() {
+			return max(c.LastTransitionTime.Sub(p.CreationTimestamp.Time), 0), true
+		}
+	}
+	return 0, false
 }
 
 func parseNamespaces(v string) []string {

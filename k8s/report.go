@@ -18,18 +18,21 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 
 func (b *Backend) report(st *state) scheduler.ClusterReport {
 	rep := scheduler.ClusterReport{Source: "kubernetes", Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{},
-		Functions: []scheduler.FunctionReport{}, Cache: st.cache.Stats()}
+		Functions: []scheduler.FunctionReport{}, Cache: st.cache.Stats(), Stats: st.stats.Stats()}
 	type owner struct {
-		fn    *function
-		ready bool
+		fn         *function
+		ready      bool
+		readyAfter *float64
 	}
 	owners := map[string]owner{}
 	for _, fn := range st.sortedFunctions() {
 		ns := fn.spec.Namespace()
-		readyIn := map[string]int{}
+		// The start-up of each ready pod, by group.
+		readyIn := map[string][]float64{}
 		for _, p := range b.functionPods(ns, fn.spec.Name()) {
 			if podReady(p) {
-				readyIn[p.Labels[LabelGroup]]++
+				d, _ := podStartup(p)
+				readyIn[p.Labels[LabelGroup]] = append(readyIn[p.Labels[LabelGroup]], d.Seconds())
 			}
 		}
 		fr := scheduler.FunctionReport{
@@ -44,20 +47,26 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 		for _, g := range fn.sortedGroups() {
 			ids := append([]string(nil), g.ids...)
 			sort.Strings(ids)
+			startups := readyIn[g.name]
+			sort.Float64s(startups)
 			for i, id := range ids {
 				// Pods are not tied to bookings: the first k of a group with
-				// k ready pods count as ready.
-				r := i < readyIn[g.name]
-				owners[id] = owner{fn: fn, ready: r}
-				if r {
+				// k ready pods count as ready, with those pods' start-ups.
+				o := owner{fn: fn}
+				if i < len(startups) {
+					o.ready, o.readyAfter = true, &startups[i]
 					fr.Ready++
 				}
+				owners[id] = o
 			}
 		}
 		for _, p := range fn.pending {
-			rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: p.id, Function: fn.spec.Name(), Namespace: ns, Reason: p.reason, Since: p.since})
+			rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: p.id, Function: fn.spec.Name(), Namespace: ns, Reason: p.reason, ReasonCode: p.reasonCode, Since: p.since})
 		}
 		rep.Functions = append(rep.Functions, fr)
+		if fn.plan.Autoscaled || fn.spec.Scale.Zero || fn.scaledUp+fn.scaledDown > 0 {
+			rep.Stats.Autoscaler = append(rep.Stats.Autoscaler, scheduler.ScaleActions{Function: fn.spec.Name(), Namespace: ns, Up: fn.scaledUp, Down: fn.scaledDown})
+		}
 	}
 	drainOf := map[string]*drain{}
 	for _, d := range st.drains {
@@ -67,7 +76,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 	}
 	rep.Nodes = scheduler.NodeReports(st.alloc.Usage(), st.cache, func(id string, rr *scheduler.ReplicaReport) {
 		if o, ok := owners[id]; ok {
-			rr.Function, rr.Namespace, rr.Ready = o.fn.spec.Name(), o.fn.spec.Namespace(), o.ready
+			rr.Function, rr.Namespace, rr.Ready, rr.ReadyAfterSeconds = o.fn.spec.Name(), o.fn.spec.Namespace(), o.ready, o.readyAfter
 		} else if dr, ok := drainOf[id]; ok {
 			_, name := splitKey(dr.fn)
 			rr.Function, rr.Namespace = name, dr.ns

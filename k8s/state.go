@@ -13,6 +13,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // state is what the provider decided: every function, its replica groups
@@ -27,6 +28,13 @@ type state struct {
 	cache    *cache.Cache
 	profiles *profiles.Store
 	log      *zap.Logger
+	// stats count this instance's decisions and the start-ups it saw while
+	// leading; a standby's rebuilt view has none.
+	stats *scheduler.StatsRecorder
+	// since is when the state was made; started holds the pods whose
+	// start-up is counted (podUpdated).
+	since   time.Time
+	started map[types.UID]bool
 
 	functions map[string]*function // key: namespace/name
 	// drains are bookings of replicas taken away whose pods may still run
@@ -50,6 +58,8 @@ type function struct {
 	lastUp    time.Time
 	lastDown  time.Time
 	lastScale string
+	// scaledUp and scaledDown count the autoscaler's decisions applied.
+	scaledUp, scaledDown uint64
 }
 
 // group is the replicas of a function that share a placement: one
@@ -62,10 +72,11 @@ type group struct {
 }
 
 type pendingReplica struct {
-	id     string
-	config scheduler.SliceConfig
-	since  time.Time
-	reason string
+	id         string
+	config     scheduler.SliceConfig
+	since      time.Time
+	reason     string
+	reasonCode scheduler.NoFitCode
 }
 
 type drain struct {
@@ -83,6 +94,7 @@ func newState(inv gpu.Inventory, store *profiles.Store, log *zap.Logger) *state 
 	c := cache.New(cache.DefaultOptions)
 	return &state{
 		inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c, profiles: store, log: log,
+		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		functions: map[string]*function{}, drains: map[string]*drain{},
 	}
 }
@@ -356,10 +368,12 @@ func (s *state) placePending(now time.Time) map[string]bool {
 		var still []*pendingReplica
 		for _, r := range fn.pending {
 			req := fn.plan.RequestFor(r.config)
+			began := time.Now() // not now: a test may pass a made-up time
 			p, evicted, err := s.alloc.Place(r.id, req, scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: s.speedFor(fn, r.config)})
+			s.stats.Placed(evicted, err, time.Since(began))
 			if err != nil {
 				if r.reason != err.Error() {
-					r.reason = err.Error()
+					r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
 					s.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("reason", r.reason))
 				}
 				still = append(still, r)

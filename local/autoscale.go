@@ -67,6 +67,12 @@ func (b *Backend) Tick(now time.Time) {
 			}
 			fn.lastUp = now
 		}
+		if len(d.Add) > 0 {
+			fn.scaledUp++
+		}
+		if len(d.Remove) > 0 {
+			fn.scaledDown++
+		}
 		fn.desired = len(fn.replicas)
 		fn.lastScale = d.Reason
 		b.log.Info("autoscaled", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()),

@@ -61,6 +61,7 @@ type Backend struct {
 	cache   *cache.Cache
 	state   *stateStore
 	logs    *logHub
+	stats   *scheduler.StatsRecorder
 	product string // the GPU product profiles are chosen for
 	stop    chan struct{}
 	done    chan struct{}
@@ -91,6 +92,8 @@ type function struct {
 	lastUp      time.Time
 	lastDown    time.Time
 	lastScale   string
+	// scaledUp and scaledDown count the autoscaler's decisions applied.
+	scaledUp, scaledDown uint64
 }
 
 type replica struct {
@@ -99,9 +102,13 @@ type replica struct {
 	placement    *scheduler.Placement
 	pendingSince time.Time
 	reason       string
+	reasonCode   scheduler.NoFitCode
 	run          runner
 	emulated     bool
 	inFlight     atomic.Int64
+	// readyAfter is how long the replica took from placement to ready, in
+	// nanoseconds; 0 until it is ready. Set once, by the start-up watch.
+	readyAfter atomic.Int64
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -139,6 +146,7 @@ func New(cfg Config) (*Backend, error) {
 		cache:     c,
 		state:     st,
 		logs:      newLogHub(2000),
+		stats:     scheduler.NewStatsRecorder(),
 		product:   cfg.Inventory.MainProduct(),
 		functions: map[string]*function{},
 		waiting:   map[string]int{},

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/cache"
@@ -30,17 +31,19 @@ func (b *Backend) reconcileLocked(now time.Time) {
 			if r.placement != nil {
 				continue
 			}
+			began := time.Now() // not now: that may be a test's made-up time
 			p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: b.speedFor(fn, r.config)})
+			b.stats.Placed(gone, err, time.Since(began))
 			if err != nil {
 				if r.reason != err.Error() {
-					r.reason = err.Error()
+					r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
 					b.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("replica", r.id), zap.String("reason", r.reason))
 					b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "pending: "+r.reason, now)
 				}
 				continue
 			}
 			evicted = append(evicted, b.forgetEvictedLocked(gone, now)...)
-			r.placement, r.reason = &p, ""
+			r.placement, r.reason, r.reasonCode = &p, "", ""
 			placedAny = true
 			b.startLocked(fn, r, now)
 		}
@@ -99,6 +102,7 @@ func (b *Backend) speedFor(fn *function, c scheduler.SliceConfig) func(string) f
 
 // startLocked launches a placed replica.
 func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
+	started := time.Now() // the start-up's clock: now may be made up
 	ns, name := fn.spec.Namespace(), fn.spec.Name()
 	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
 	spec, err := b.replicaSpec(fn, r)
@@ -126,11 +130,65 @@ func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
 		sink(r.id, "failed to start: "+err.Error())
 		return
 	}
-	r.run = run
+	r.run = b.watchStartup(r, run, started)
 	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
 		zap.String("node", r.placement.Node), zap.Strings("gpus", r.placement.GPUs), zap.Int("smPercent", r.placement.Slice.SMPercent),
 		zap.String("memory", gpu.FormatBytes(r.placement.Slice.MemoryBytes)), zap.Int("batch", r.config.Batch), zap.Bool("emulated", r.emulated), zap.String("url", run.URL()))
 	sink(r.id, fmt.Sprintf("placed on %s GPU %s with %d%% SM and %s", r.placement.Node, strings.Join(r.placement.GPUs, ","), r.placement.Slice.SMPercent, gpu.FormatBytes(r.placement.Slice.MemoryBytes)))
+}
+
+// startupPoll is how often a starting replica is asked whether it is
+// ready: a small part of the process runner's own probe period (50 ms).
+const startupPoll = 10 * time.Millisecond
+
+// watchStartup times replica r from started, its placement, to ready, for
+// its report and the start-up histogram, and returns the runner to keep:
+// emulated and classic replicas answer once started; a process is watched
+// until it is ready or stopped, so run comes back wrapped to tell the
+// watch of its Stop.
+func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner {
+	if run.Ready() {
+		b.readied(r, time.Since(started))
+		return run
+	}
+	w := &watchedRunner{runner: run, stopped: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(startupPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stopped:
+				return
+			case <-b.stop:
+				return
+			case <-t.C:
+			}
+			if run.Ready() {
+				b.readied(r, time.Since(started))
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// readied records that r became ready d after its placement.
+func (b *Backend) readied(r *replica, d time.Duration) {
+	r.readyAfter.Store(int64(max(d, 1))) // 0 means not yet
+	b.stats.Started(d)
+}
+
+// watchedRunner is a runner whose start-up is being watched; Stop ends the
+// watch.
+type watchedRunner struct {
+	runner
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *watchedRunner) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	return w.runner.Stop(ctx)
 }
 
 func modelBytes(req gpu.Request) int64 {
@@ -179,12 +237,18 @@ func (b *Backend) serveFor(fn *function, r *replica) func(model string) Service 
 				load = prof.LoadTime
 			}
 		}
+		// The load is counted here, with the cache's miss or node hit, so
+		// the two agree; the replica sleeps exactly this long (a caller that
+		// leaves early does not undo it: the cache holds the model now).
 		outcome, _ := b.cache.Use(r.id, model, size, now)
 		switch outcome {
 		case cache.Hit:
 			load = 0
 		case cache.NodeHit:
 			load = time.Duration(float64(load) * b.cfg.NodeLoadFactor)
+			b.stats.Loaded(scheduler.ModelLoadNode, load)
+		default:
+			b.stats.Loaded(scheduler.ModelLoadCold, load)
 		}
 		return Service{Latency: lat, Load: load, Outcome: outcome.String()}
 	}

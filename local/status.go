@@ -137,7 +137,8 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 	}
 	owners := map[string]owner{}
 	rep := scheduler.ClusterReport{Source: b.cfg.Inventory.Source, Emulated: b.cfg.Inventory.Emulated,
-		Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}, Functions: []scheduler.FunctionReport{}, Cache: b.cache.Stats()}
+		Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}, Functions: []scheduler.FunctionReport{}, Cache: b.cache.Stats(),
+		Stats: b.stats.Stats()}
 	for _, fn := range b.sortedFunctionsLocked() {
 		fr := scheduler.FunctionReport{
 			Name: fn.spec.Name(), Namespace: fn.spec.Namespace(), Model: fn.plan.Request.Model,
@@ -152,19 +153,28 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 			owners[r.id] = owner{fn, r}
 			if r.placement == nil {
 				fr.Pending++
-				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.id, Function: fn.spec.Name(), Namespace: fn.spec.Namespace(), Reason: r.reason, Since: r.pendingSince})
+				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.id, Function: fn.spec.Name(), Namespace: fn.spec.Namespace(),
+					Reason: r.reason, ReasonCode: r.reasonCode, Since: r.pendingSince})
 			}
 		}
 		for _, r := range fn.idle {
 			owners[r.id] = owner{fn, r}
 		}
 		rep.Functions = append(rep.Functions, fr)
+		if fn.plan.Autoscaled || fn.spec.Scale.Zero || fn.scaledUp+fn.scaledDown > 0 {
+			rep.Stats.Autoscaler = append(rep.Stats.Autoscaler, scheduler.ScaleActions{
+				Function: fn.spec.Name(), Namespace: fn.spec.Namespace(), Up: fn.scaledUp, Down: fn.scaledDown})
+		}
 	}
 	rep.Nodes = scheduler.NodeReports(b.alloc.Usage(), b.cache, func(id string, rr *scheduler.ReplicaReport) {
 		if o, ok := owners[id]; ok {
 			rr.Function, rr.Namespace = o.fn.spec.Name(), o.fn.spec.Namespace()
 			rr.Ready = !rr.Idle && o.r.run != nil && o.r.run.Ready()
 			rr.Emulated = o.r.emulated
+			if d := o.r.readyAfter.Load(); d > 0 {
+				s := time.Duration(d).Seconds()
+				rr.ReadyAfterSeconds = &s
+			}
 		}
 	})
 	return rep, nil

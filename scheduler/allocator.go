@@ -23,10 +23,45 @@ type Placement struct {
 	Slice gpu.Slice `json:"slice"`
 }
 
-// NoFitError says why a replica could not be placed anywhere right now.
-type NoFitError struct{ Reason string }
+// NoFitError says why a replica could not be placed anywhere right now:
+// Reason for people, Code for metrics and clients.
+type NoFitError struct {
+	Code   NoFitCode
+	Reason string
+}
 
 func (e *NoFitError) Error() string { return "no GPU fits: " + e.Reason }
+
+// NoFitCode is the short, fixed cause of a NoFitError. The set is small and
+// closed so that it can label a metric.
+type NoFitCode string
+
+const (
+	// NoFitSM: every GPU lacks the SM % the slice needs.
+	NoFitSM NoFitCode = "sm"
+	// NoFitMemory: GPUs with the SM % free lack the memory.
+	NoFitMemory NoFitCode = "memory"
+	// NoFitSMOrMemory: some GPUs lack the SM %, the others the memory.
+	NoFitSMOrMemory NoFitCode = "sm_or_memory"
+	// NoFitWholeGPUs: no node has enough empty GPUs for a whole-GPU request.
+	NoFitWholeGPUs NoFitCode = "whole_gpus"
+	// NoFitNoGPU: the inventory has no GPU at all (no GPU node yet).
+	NoFitNoGPU NoFitCode = "no_gpu"
+)
+
+// NoFitCodes are every NoFitCode, for exporters that show each one.
+func NoFitCodes() []NoFitCode {
+	return []NoFitCode{NoFitSM, NoFitMemory, NoFitSMOrMemory, NoFitWholeGPUs, NoFitNoGPU}
+}
+
+// NoFitCodeOf is err's NoFitCode, "" when err is not a NoFitError.
+func NoFitCodeOf(err error) NoFitCode {
+	var nf *NoFitError
+	if errors.As(err, &nf) {
+		return nf.Code
+	}
+	return ""
+}
 
 // ErrUnknownReplica is returned for a replica that holds no reservation.
 var ErrUnknownReplica = errors.New("replica holds no reservation")
@@ -204,7 +239,16 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 		}
 	}
 	if best == nil {
-		return nil, &NoFitError{Reason: fmt.Sprintf("%d GPUs: %d without %d%% SM free, %d without %s memory free",
+		code := NoFitSMOrMemory
+		switch {
+		case len(a.gpus) == 0:
+			code = NoFitNoGPU
+		case lackMem == 0:
+			code = NoFitSM
+		case lackSM == 0:
+			code = NoFitMemory
+		}
+		return nil, &NoFitError{Code: code, Reason: fmt.Sprintf("%d GPUs: %d without %d%% SM free, %d without %s memory free",
 			len(a.gpus), lackSM, req.SliceOn(gpu.Device{}).SMPercent, lackMem, memWanted(req))}
 	}
 	return best, nil
@@ -270,7 +314,11 @@ func (a *Allocator) pickWhole(req gpu.Request, h Hints) (Placement, []string, er
 		for _, n := range nodes {
 			most = max(most, len(free[n]))
 		}
-		return Placement{}, nil, &NoFitError{Reason: fmt.Sprintf("%d whole GPUs wanted on one node, at most %d free on any node", req.WholeGPUs, most)}
+		code := NoFitWholeGPUs
+		if len(a.gpus) == 0 {
+			code = NoFitNoGPU
+		}
+		return Placement{}, nil, &NoFitError{Code: code, Reason: fmt.Sprintf("%d whole GPUs wanted on one node, at most %d free on any node", req.WholeGPUs, most)}
 	}
 	p := Placement{Node: bestNode}
 	var evicted []string
@@ -388,7 +436,7 @@ func (a *Allocator) Promote(id string) error {
 	for _, u := range p.GPUs {
 		g := a.byUUID[u]
 		if b := g.replicas[id]; b.idle && g.smUsed+b.slice.SMPercent > 100 {
-			return &NoFitError{Reason: fmt.Sprintf("GPU %s has %d%% SM free, the warm replica needs %d%%", u, 100-g.smUsed, b.slice.SMPercent)}
+			return &NoFitError{Code: NoFitSM, Reason: fmt.Sprintf("GPU %s has %d%% SM free, the warm replica needs %d%%", u, 100-g.smUsed, b.slice.SMPercent)}
 		}
 	}
 	for _, u := range p.GPUs {

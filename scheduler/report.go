@@ -30,6 +30,7 @@ type ClusterReport struct {
 	Pending   []PendingEntry   `json:"pending"`
 	Functions []FunctionReport `json:"functions"`
 	Cache     cache.Stats      `json:"cache"`
+	Stats     Stats            `json:"stats"`
 }
 
 // FunctionReport is one function's slice decision and scaling state.
@@ -105,15 +106,22 @@ type ReplicaReport struct {
 	Idle        bool     `json:"idle"`
 	Emulated    bool     `json:"emulated"`
 	Models      []string `json:"models"`
+	// ReadyAfterSeconds is how long the replica took from its placement
+	// (Kubernetes: its pod's creation) to ready: for a GPU function mostly
+	// its model load. Absent until it is ready.
+	ReadyAfterSeconds *float64 `json:"readyAfterSeconds,omitempty"`
 }
 
 // PendingEntry is a replica that fits on no GPU yet.
 type PendingEntry struct {
-	ID        string    `json:"id"`
-	Function  string    `json:"function"`
-	Namespace string    `json:"namespace"`
-	Reason    string    `json:"reason"`
-	Since     time.Time `json:"since"`
+	ID        string `json:"id"`
+	Function  string `json:"function"`
+	Namespace string `json:"namespace"`
+	Reason    string `json:"reason"`
+	// ReasonCode is Reason's NoFitCode; absent while no placement was
+	// tried (a standby's view).
+	ReasonCode NoFitCode `json:"reasonCode,omitempty"`
+	Since      time.Time `json:"since"`
 }
 
 // NodeReports groups the allocator's GPUs by node for the report, with each
