@@ -193,6 +193,12 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		var ep scheduler.Endpoint
 		if model := r.Header.Get(HeaderModel); model != "" && opts.Router == RouteLocality {
 			if ep, err = multi.acquire(ctx, ns, name, model, eps); err != nil {
+				if r.Context().Err() != nil {
+					return // the client went away; nobody reads an answer
+				}
+				// The client waited out its timeout for a replica holding
+				// the model: the worst miss of an SLO there is, so it counts.
+				opts.Metrics.observe(ns, name, http.StatusGatewayTimeout, "", time.Since(start), slo)
 				w.Header().Set(internalHeader, "proxy")
 				http.Error(w, "Function timed out waiting for a replica.", http.StatusGatewayTimeout)
 				return

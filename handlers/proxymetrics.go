@@ -28,7 +28,7 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 	m := &ProxyMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_invocations_total",
-			Help: "Invocations the proxy forwarded, by status code and model-cache outcome (hit, node-hit, miss, unknown).",
+			Help: "Invocations the proxy forwarded, and those that timed out queued for a replica holding their model (504), by status code and model-cache outcome (hit, node-hit, miss, unknown).",
 		}, []string{"function", "namespace", "code", "cache"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "faas_gpu_invocation_duration_seconds",

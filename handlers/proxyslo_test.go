@@ -243,3 +243,59 @@ func TestGPUsHandlerMeasured(t *testing.T) {
 		t.Errorf("measured a minute after the last request: %s", raw2)
 	}
 }
+
+// busyResolver has one replica, serving a request from elsewhere for as
+// long as the test runs, so an X-Model request queues for it.
+type busyResolver struct {
+	sloResolver
+	busy scheduler.Endpoint
+}
+
+func (r busyResolver) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
+	return r.Replicas(ns, name)
+}
+
+func (r busyResolver) Replicas(string, string) ([]scheduler.Endpoint, error) {
+	return []scheduler.Endpoint{r.busy}, nil
+}
+
+// A request that times out queued for a replica holding its model missed
+// its SLO, though no replica ever saw it: it counts as an invocation with
+// code 504 and as a violation.
+func TestProxyCountsAQueueTimeoutAsAViolation(t *testing.T) {
+	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer replica.Close()
+	res := busyResolver{sloResolver: sloResolver{slos: map[string]time.Duration{"ocr": 5 * time.Second}},
+		busy: scheduler.Endpoint{ID: "ocr-0", URL: replica.URL, InFlight: new(atomic.Int64)}}
+	res.busy.InFlight.Store(1)
+	reg := prometheus.NewRegistry()
+	m := NewProxyMetrics(reg)
+	proxy := MakeProxyHandler(res, &Invocations{}, ProxyOptions{Timeout: 100 * time.Millisecond, Metrics: m}, zap.NewNop())
+	r := mux.NewRouter()
+	r.HandleFunc("/function/{name}", proxy)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/function/ocr", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(HeaderModel, "tesseract")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504 after waiting for the busy replica", resp.StatusCode)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("ocr", DefaultNamespace, "504", "unknown")); got != 1 {
+		t.Errorf("invocations with code 504: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.violations.WithLabelValues("ocr", DefaultNamespace)); got != 1 {
+		t.Errorf("violations: %v, want 1", got)
+	}
+	if got, ok := m.Measured(DefaultNamespace, "ocr", 5*time.Second); !ok || got.Requests != 1 || got.SLOViolations == nil || *got.SLOViolations != 1 {
+		t.Errorf("measured %+v, want 1 request, 1 violation", got)
+	}
+}
