@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/faas-gpu/faas-gpu/handlers"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,6 +32,12 @@ var dashboardMustUse = []string{
 	"faas_gpu_cache_misses_total",
 	"faas_gpu_invocations_total",
 	"faas_gpu_invocation_duration_seconds_bucket",
+	"faas_gpu_function_slo_violations_total",
+	"faas_gpu_function_slo_seconds",
+	"faas_gpu_autoscaler_actions_total",
+	"faas_gpu_replica_startup_seconds_bucket",
+	"faas_gpu_scheduler_decisions_total",
+	"faas_gpu_scheduler_decision_duration_seconds_bucket",
 }
 
 // captureRegisterer records what NewProxyMetrics registers.
@@ -46,21 +54,59 @@ func (c *captureRegisterer) Unregister(prometheus.Collector) bool { return false
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
 
+// sampleReporter is a provider with one of everything the collector
+// exports only when there is one: a GPU with a replica, a function with an
+// SLO, a pending replica, a model load and autoscaler actions.
+type sampleReporter struct{}
+
+func (sampleReporter) GPUReport(context.Context) (scheduler.ClusterReport, error) {
+	return scheduler.ClusterReport{
+		Nodes: []scheduler.NodeReport{{Name: "node-a", GPUs: []scheduler.GPUReport{{UUID: "GPU-0", MemoryBytes: 16 << 30,
+			Replicas: []scheduler.ReplicaReport{{ID: "fn-1", Function: "fn", Namespace: "openfaas-fn", SMPercent: 50}}}}}},
+		Pending:   []scheduler.PendingEntry{{ID: "fn-2", Function: "fn", Namespace: "openfaas-fn"}},
+		Functions: []scheduler.FunctionReport{{Name: "fn", Namespace: "openfaas-fn", SLO: "100ms", Replicas: 2, Ready: 1, Pending: 1}},
+		Stats: scheduler.Stats{
+			ModelLoadSeconds: map[string]scheduler.Histogram{scheduler.ModelLoadCold: {}},
+			Autoscaler:       []scheduler.ScaleActions{{Function: "fn", Namespace: "openfaas-fn", Up: 1}},
+		},
+	}, nil
+}
+
+// The vectors NewProxyMetrics registers, by what their children are, so
+// that the test can make each export a series.
+type (
+	counterVec interface {
+		GetMetricWithLabelValues(...string) (prometheus.Counter, error)
+	}
+	gaugeVec interface {
+		GetMetricWithLabelValues(...string) (prometheus.Gauge, error)
+	}
+	observerVec interface {
+		GetMetricWithLabelValues(...string) (prometheus.Observer, error)
+	}
+)
+
 // codeMetrics maps each faas_gpu_ series name the provider can export to
-// its labels: the collector's and the proxy's descriptions, a histogram
-// expanded into _bucket (with le), _sum and _count.
+// its labels. Names and labels come from the collector's and the proxy's
+// metric descriptions; the kind of each metric from what a registry
+// gathers of it (the collector over a sample report, the proxy's vectors
+// with one series each): a histogram, whatever its name, is queried
+// through its _bucket (with le), _sum and _count series, a summary through
+// its quantiles, _sum and _count, and neither by its bare name.
 func codeMetrics(t *testing.T) map[string][]string {
 	t.Helper()
-	reg := &captureRegisterer{}
-	handlers.NewProxyMetrics(reg)
-	cols := append([]prometheus.Collector{handlers.NewCollector(nil)}, reg.collectors...)
+	proxy := &captureRegisterer{}
+	handlers.NewProxyMetrics(proxy)
+	cols := append([]prometheus.Collector{handlers.NewCollector(sampleReporter{})}, proxy.collectors...)
 	metrics := map[string][]string{}
+	reg := prometheus.NewPedanticRegistry()
 	for _, col := range cols {
 		ch := make(chan *prometheus.Desc)
 		go func() {
 			col.Describe(ch)
 			close(ch)
 		}()
+		var described []string
 		for d := range ch {
 			m := descRE.FindStringSubmatch(d.String())
 			if m == nil {
@@ -73,13 +119,56 @@ func codeMetrics(t *testing.T) map[string][]string {
 				}
 			}
 			metrics[m[1]] = labels
+			described = append(described, m[1])
+		}
+		// A vector (one description) exports nothing until it has a
+		// child: give it one.
+		child := func() []string {
+			if len(described) != 1 {
+				t.Fatalf("%T describes %v: a vector describes one metric", col, described)
+			}
+			values := make([]string, len(metrics[described[0]]))
+			for i := range values {
+				values[i] = "x"
+			}
+			return values
+		}
+		var err error
+		switch v := col.(type) {
+		case counterVec:
+			_, err = v.GetMetricWithLabelValues(child()...)
+		case gaugeVec:
+			_, err = v.GetMetricWithLabelValues(child()...)
+		case observerVec:
+			_, err = v.GetMetricWithLabelValues(child()...)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", described[0], err)
+		}
+		if err := reg.Register(col); err != nil {
+			t.Fatalf("register %s: %v", strings.Join(described, ", "), err)
 		}
 	}
-	// Histograms (by the naming convention: the proxy's duration is the
-	// only one) are queried through their series.
-	for _, name := range slices.Collect(maps.Keys(metrics)) {
-		if labels := metrics[name]; strings.HasSuffix(name, "_duration_seconds") {
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather the provider's metrics: %v", err)
+	}
+	kind := map[string]string{}
+	for _, mf := range families {
+		kind[mf.GetName()] = mf.GetType().String()
+	}
+	for _, name := range slices.Sorted(maps.Keys(metrics)) {
+		labels := metrics[name]
+		switch kind[name] {
+		case "":
+			t.Fatalf("%s is described but was not gathered: make sampleReporter's report export it, so the test knows its kind", name)
+		case "HISTOGRAM", "GAUGE_HISTOGRAM":
+			delete(metrics, name)
 			metrics[name+"_bucket"] = append(slices.Clone(labels), "le")
+			metrics[name+"_sum"] = labels
+			metrics[name+"_count"] = labels
+		case "SUMMARY":
+			metrics[name] = append(slices.Clone(labels), "quantile")
 			metrics[name+"_sum"] = labels
 			metrics[name+"_count"] = labels
 		}
@@ -203,7 +292,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	all := strings.Join(slices.Collect(maps.Values(qs)), "\n")
-	for _, want := range []string{"histogram_quantile(0.50,", "histogram_quantile(0.99,", "faas_gpu_cache_hits_total"} {
+	for _, want := range []string{"histogram_quantile(0.50,", "histogram_quantile(0.95,", "histogram_quantile(0.99,", "faas_gpu_cache_hits_total"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the dashboard has no query with %q", want)
 		}

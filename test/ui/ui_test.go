@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -363,6 +364,66 @@ func shareText(r float64) string {
 	return strconv.Itoa(int(math.Round(r))) + " %"
 }
 
+// startupText is the page's format of a replica's start-up, from seconds:
+// < 1 ms, 340 ms, 2.3 s, 12 s, 1 min 12 s.
+func startupText(s float64) string {
+	msec := math.Round(s * 1000)
+	switch {
+	case msec < 1:
+		return "< 1 ms"
+	case msec < 1000:
+		return strconv.Itoa(int(msec)) + " ms"
+	case s < 59.95:
+		tenths, _ := strconv.ParseFloat(strconv.FormatFloat(s, 'f', 1, 64), 64)
+		return strconv.FormatFloat(tenths, 'f', -1, 64) + " s"
+	}
+	whole := int(math.Round(s))
+	out := strconv.Itoa(whole/60) + " min"
+	if whole%60 != 0 {
+		out += " " + strconv.Itoa(whole%60) + " s"
+	}
+	return out
+}
+
+var startupUnitRE = regexp.MustCompile(`^([0-9.]+) (ms|s)$`)
+
+// startupRangeText is the page's start-up of alike replicas listed as one
+// line: one value, or the range of theirs (1.2–2.3 s, 340 ms – 2.3 s).
+func startupRangeText(values []float64) string {
+	v := slices.Sorted(slices.Values(values))
+	lo, hi := startupText(v[0]), startupText(v[len(v)-1])
+	if lo == hi {
+		return lo
+	}
+	ml, mh := startupUnitRE.FindStringSubmatch(lo), startupUnitRE.FindStringSubmatch(hi)
+	if ml != nil && mh != nil && ml[2] == mh[2] {
+		return ml[1] + "–" + hi
+	}
+	return lo + " – " + hi
+}
+
+// startupWant is what a replica line says of its replicas' start-up: the
+// state badge's text, and the note beside it (warm idle replicas only).
+func startupWant(state string, rs []scheduler.ReplicaReport) (badge, note string) {
+	var after []float64
+	for _, r := range rs {
+		if r.ReadyAfterSeconds != nil {
+			after = append(after, *r.ReadyAfterSeconds)
+		}
+	}
+	switch {
+	case state == "starting":
+		return "starting…", ""
+	case state == "ready" && len(after) > 0:
+		return "ready after " + startupRangeText(after), ""
+	case state == "ready":
+		return "ready", ""
+	case len(after) > 0:
+		return "warm idle", "started in " + startupRangeText(after)
+	}
+	return "warm idle", ""
+}
+
 // near reads the number the page shows at the start of text ("12.3 ms",
 // "0.85 req/s", "1.5 s" in ms) and says whether it is want, give or take
 // the page's rounding. Comparing numbers, not strings, spares the test
@@ -552,6 +613,31 @@ func checkMap(t *testing.T, doc *node, rep scheduler.ClusterReport) {
 				}
 				if li.Attr["data-state"] != state {
 					t.Errorf("%s: replica %s listed as %s, want %s", name, r.ID, li.Attr["data-state"], state)
+				}
+			}
+			// Each line's start-up against readyAfterSeconds of the
+			// replicas it lists.
+			for _, li := range card.All(byTag("li")) {
+				var rs []scheduler.ReplicaReport
+				for _, id := range strings.Fields(li.Attr["data-replicas"]) {
+					if i := slices.IndexFunc(g.Replicas, func(r scheduler.ReplicaReport) bool { return r.ID == id }); i >= 0 {
+						rs = append(rs, g.Replicas[i])
+					}
+				}
+				if len(rs) == 0 {
+					t.Errorf("%s: line %q lists no replica of the GPU", name, li.Text())
+					continue
+				}
+				wantBadge, wantNote := startupWant(li.Attr["data-state"], rs)
+				if b := li.First(byClass("span", "state")); b == nil || b.Text() != wantBadge {
+					t.Errorf("%s: line %q: state %v, want %q", name, li.Text(), b, wantBadge)
+				}
+				note := ""
+				if n := li.First(byClass("span", "startup")); n != nil {
+					note = n.Text()
+				}
+				if note != wantNote {
+					t.Errorf("%s: line %q: start-up note %q, want %q", name, li.Text(), note, wantNote)
 				}
 			}
 			if len(smSegs) != wantSM || len(memSegs) != len(g.Replicas) {
@@ -840,6 +926,22 @@ func TestGPUMapInChromium(t *testing.T) {
 		t.Fatalf("scenario not set up (ocr warm %v, sdxl pending %v, %d functions): %s", warm, pendingSDXL, len(rep.Functions), raw)
 	}
 
+	// A ready replica the page must give the start-up of: whisper's, on
+	// a line of its own, ready once placed (emulated).
+	var timed *scheduler.ReplicaReport
+	for _, n := range rep.Nodes {
+		for _, g := range n.GPUs {
+			for i, r := range g.Replicas {
+				if timed == nil && r.Function == "whisper" && r.Ready && r.ReadyAfterSeconds != nil {
+					timed = &g.Replicas[i]
+				}
+			}
+		}
+	}
+	if timed == nil {
+		t.Fatalf("no ready whisper replica with readyAfterSeconds: %s", raw)
+	}
+
 	t.Run("functions", func(t *testing.T) {
 		b.t = t
 		start := time.Now()
@@ -847,6 +949,14 @@ func TestGPUMapInChromium(t *testing.T) {
 		t.Logf("chromium rendered the map in %s", time.Since(start).Round(time.Millisecond))
 		save(t, dir, "map.html", []byte(html))
 		checkMap(t, doc, rep)
+		// Its line says how long it took to become ready.
+		wantReady := "ready after " + startupText(*timed.ReadyAfterSeconds)
+		li := doc.First(func(n *node) bool {
+			return n.Tag == "li" && slices.Contains(strings.Fields(n.Attr["data-replicas"]), timed.ID)
+		})
+		if li == nil || !strings.Contains(li.Text(), wantReady) {
+			t.Errorf("replica %s (readyAfterSeconds %g) listed as %v, want %q", timed.ID, *timed.ReadyAfterSeconds, li, wantReady)
+		}
 		// The warm replica is visibly different: hatched segment, "warm idle".
 		idle := doc.All(func(n *node) bool { return n.HasClass("seg") && n.HasClass("idle") })
 		if len(idle) == 0 || idle[0].Attr["data-function"] != "ocr" {
@@ -927,6 +1037,80 @@ func TestGPUMapManyGPUs(t *testing.T) {
 	dir := artifacts(t)
 	save(t, dir, "many.html", []byte(html))
 	b.screenshot(pageURL(p.srv, true), "1280,900", filepath.Join(dir, "many.png"))
+}
+
+// staticReporter serves a fixed report.
+type staticReporter scheduler.ClusterReport
+
+func (s staticReporter) GPUReport(context.Context) (scheduler.ClusterReport, error) {
+	return scheduler.ClusterReport(s), nil
+}
+
+// TestGPUMapStartupTimes: each replica line says how long its replicas
+// took to become ready (readyAfterSeconds), in words a reader takes in at
+// a glance: one time, the range of alike replicas, "starting…" while not
+// ready, the start-up of a warm idle replica beside its state, nothing
+// without one.
+func TestGPUMapStartupTimes(t *testing.T) {
+	b := browser{t: t, path: chromiumPath(t)}
+	secs := func(s float64) *float64 { return &s }
+	const gi = int64(1) << 30
+	rep := scheduler.ClusterReport{
+		Source: "inventory.yaml", Emulated: true, Pending: []scheduler.PendingEntry{},
+		Nodes: []scheduler.NodeReport{{Name: "node-a", GPUs: []scheduler.GPUReport{
+			{UUID: "GPU-00000000-0000-0000-0000-0000000000a0", Index: 0, Product: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 * gi, SMCount: 108,
+				SMAllocated: 100, MemoryAllocated: 30 * gi, Replicas: []scheduler.ReplicaReport{
+					{ID: "bert-qa-1", Function: "bert-qa", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 6 * gi, Ready: true, Models: []string{"bert-base"}, ReadyAfterSeconds: secs(1.24)},
+					{ID: "bert-qa-2", Function: "bert-qa", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 6 * gi, Ready: true, Models: []string{"bert-base"}, ReadyAfterSeconds: secs(2.31)},
+					{ID: "llama-1", Function: "llama", Namespace: "openfaas-fn", SMPercent: 40, MemoryBytes: 16 * gi, Models: []string{}},
+					{ID: "ocr-1", Function: "ocr", Namespace: "openfaas-fn", SMPercent: 20, MemoryBytes: 2 * gi, Idle: true, Models: []string{"trocr"}, ReadyAfterSeconds: secs(72.4)},
+				}},
+			{UUID: "GPU-00000000-0000-0000-0000-0000000000a1", Index: 1, Product: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 * gi, SMCount: 108,
+				SMAllocated: 100, MemoryAllocated: 16 * gi, Replicas: []scheduler.ReplicaReport{
+					{ID: "whisper-1", Function: "whisper", Namespace: "openfaas-fn", SMPercent: 100, MemoryBytes: 12 * gi, Ready: true, Models: []string{"whisper-large"}, ReadyAfterSeconds: secs(0.34)},
+					{ID: "yolo-1", Function: "yolo", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 4 * gi, Idle: true, Models: []string{"yolov8"}},
+				}},
+		}}},
+		Functions: []scheduler.FunctionReport{
+			{Name: "bert-qa", Namespace: "openfaas-fn", Model: "bert-base", SMPercent: 30, MemoryBytes: 6 * gi, Batch: 1, Decision: "30 % SM from the annotation", Replicas: 2, Ready: 2},
+			{Name: "llama", Namespace: "openfaas-fn", Model: "llama", SMPercent: 40, MemoryBytes: 16 * gi, Batch: 1, Decision: "40 % SM from the annotation", Replicas: 1},
+			{Name: "ocr", Namespace: "openfaas-fn", Model: "trocr", SMPercent: 20, MemoryBytes: 2 * gi, Batch: 1, Decision: "20 % SM from the annotation", Idle: 1},
+			{Name: "whisper", Namespace: "openfaas-fn", Model: "whisper-large", SMPercent: 100, MemoryBytes: 12 * gi, Batch: 1, Decision: "a whole GPU", Replicas: 1, Ready: 1},
+			{Name: "yolo", Namespace: "openfaas-fn", Model: "yolov8", SMPercent: 30, MemoryBytes: 4 * gi, Batch: 1, Decision: "30 % SM from the annotation", Idle: 1},
+		},
+	}
+	srv := serve(t, staticReporter(rep))
+	html, doc := b.dom(pageURL(srv, true))
+	dir := artifacts(t)
+	save(t, dir, "startup.html", []byte(html))
+	checkMap(t, doc, rep)
+	// The words themselves, not only the test's copy of the page's format.
+	for ids, want := range map[string]struct{ badge, note string }{
+		"bert-qa-1 bert-qa-2": {"ready after 1.2–2.3 s", ""},
+		"llama-1":             {"starting…", ""},
+		"ocr-1":               {"warm idle", "started in 1 min 12 s"},
+		"whisper-1":           {"ready after 340 ms", ""},
+		"yolo-1":              {"warm idle", ""},
+	} {
+		li := doc.First(byAttr("li", "data-replicas", ids))
+		if li == nil {
+			t.Errorf("no line for %s", ids)
+			continue
+		}
+		badge, note := li.First(byClass("span", "state")), li.First(byClass("span", "startup"))
+		if badge == nil || badge.Text() != want.badge || (note == nil) != (want.note == "") || (note != nil && note.Text() != want.note) {
+			t.Errorf("line of %s: %q, want state %q and start-up note %q", ids, li.Text(), want.badge, want.note)
+		}
+	}
+	for _, c := range []struct {
+		secs float64
+		want string
+	}{{0, "< 1 ms"}, {0.0004, "< 1 ms"}, {0.0016, "2 ms"}, {0.34, "340 ms"}, {0.9996, "1 s"}, {2.0, "2 s"}, {2.34, "2.3 s"}, {59.9, "59.9 s"}, {59.97, "1 min"}, {72.4, "1 min 12 s"}, {600, "10 min"}} {
+		if got := startupText(c.secs); got != c.want {
+			t.Errorf("startupText(%g) = %q, want %q", c.secs, got, c.want)
+		}
+	}
+	b.screenshot(pageURL(srv, true), "1280,700", filepath.Join(dir, "startup.png"))
 }
 
 // failingReporter is a backend whose report fails.
