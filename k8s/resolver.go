@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -124,23 +125,30 @@ func podPort(p *corev1.Pod, def int) int {
 // functionModel is the model of a function that exists: from the leader's
 // state, else from its record in the informer.
 func (b *Backend) functionModel(ns, name string) (string, error) {
+	req, err := b.functionRequest(ns, name)
+	return req.Model, err
+}
+
+// functionRequest is the function's GPU request as the leader planned it;
+// a standby, which plans nothing, reads it from the function's record.
+func (b *Backend) functionRequest(ns, name string) (gpu.Request, error) {
 	b.mu.Lock()
 	if b.st != nil {
 		fn, ok := b.st.functions[fnKey(ns, name)]
 		b.mu.Unlock()
 		if !ok {
-			return "", notFound(ns, name)
+			return gpu.Request{}, notFound(ns, name)
 		}
-		return fn.plan.Request.Model, nil
+		return fn.plan.Request, nil
 	}
 	b.mu.Unlock()
 	svc, err := b.svcs.in(ns).Services(ns).Get(name)
 	if err != nil {
-		return "", notFound(ns, name)
+		return gpu.Request{}, notFound(ns, name)
 	}
 	spec, _, err := decodeRecord(svc)
 	if err != nil {
-		return "", notFound(ns, name)
+		return gpu.Request{}, notFound(ns, name)
 	}
-	return spec.GPU.Model, nil
+	return spec.GPU, nil
 }
