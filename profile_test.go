@@ -58,32 +58,7 @@ func TestProfileEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := profiles.Parse(data)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, data)
-		}
-		if p.Model != "smfn" || p.GPU != gpu.V100Product || len(p.Points) != 4 ||
-			!strings.HasPrefix(p.Source, "measured by faas-gpu profile on "+time.Now().UTC().Format(time.DateOnly)) {
-			t.Fatalf("profile:\n%s", data)
-		}
-		// Marshal orders points by SM %: latency must fall as smfn's does.
-		for i, pt := range p.Points {
-			if pt.SM != []int{10, 25, 50, 100}[i] || pt.Batch != 1 || pt.Quota != 100 {
-				t.Fatalf("point %d: %+v\n%s", i, pt, data)
-			}
-			if i > 0 && pt.Latency >= p.Points[i-1].Latency {
-				t.Errorf("latency at sm %d (%v ms) is not below sm %d (%v ms)", pt.SM, pt.Latency, p.Points[i-1].SM, p.Points[i-1].Latency)
-			}
-		}
-		// smfn at sm 10 takes 30 ms a request: the p50 must be the slice's
-		// own latency, not 4 in flight queueing behind each other (120 ms).
-		if lat := p.Points[0].Latency; lat < 30 || lat > 90 {
-			t.Errorf("latency at sm 10 is %v ms, want smfn's 30 ms plus overhead", lat)
-		}
+		testutil.ReadSMFNProfile(t, out, gpu.V100Product, []int{10, 25, 50, 100})
 		rates := summaryThroughputs(t, stdout.String())
 		for i := 1; i < len(rates); i++ {
 			if rates[i] <= rates[i-1] {

@@ -241,29 +241,7 @@ func TestProfileOnKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("faas-gpu profile: %v", err)
 		}
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prof, err := profiles.Parse(data)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, data)
-		}
-		if prof.Model != "smfn" || prof.GPU != v100 || len(prof.Points) != len(sms) {
-			t.Fatalf("profile of model %q on %q with %d points, want smfn on %s with %d:\n%s", prof.Model, prof.GPU, len(prof.Points), v100, len(sms), data)
-		}
-		for i, pt := range prof.Points {
-			if pt.SM != sms[i] || pt.Batch != 1 {
-				t.Fatalf("point %d: %+v\n%s", i, pt, data)
-			}
-			if i > 0 && pt.Latency >= prof.Points[i-1].Latency {
-				t.Errorf("latency at sm %d (%v ms) is not below sm %d (%v ms)", pt.SM, pt.Latency, prof.Points[i-1].SM, prof.Points[i-1].Latency)
-			}
-		}
-		// smfn takes SMFN_WORK_MS × 100 / sm: 30 ms at sm 10.
-		if lat := prof.Points[0].Latency; lat < 30 || lat > 90 {
-			t.Errorf("latency at sm 10 is %v ms, want smfn's 30 ms plus overhead", lat)
-		}
+		testutil.ReadSMFNProfile(t, out, v100, sms)
 		// What the Kubernetes backend gave each copy's pod.
 		for _, sm := range sms {
 			name := fmt.Sprintf("smfn-profile-%d", sm)
