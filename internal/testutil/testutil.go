@@ -1,5 +1,6 @@
 // Package testutil holds what the tests that run faas-gpu as a real
-// process share: a buffer for a process's output and a free loopback port.
+// process share: a buffer for a process's output, a free loopback port and
+// the check of a profile measured of smfn.
 package testutil
 
 import (
