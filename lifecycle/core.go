@@ -1,0 +1,247 @@
+// Package lifecycle is the one place that decides what happens to a
+// function's replicas: which exist, which slice each gets, where it is
+// booked, when it is demoted to a warm replica, promoted back, drained and
+// released. It holds functions and replicas as plain values; operations
+// (deploy, update, scale, delete, restore) and observations (load from the
+// proxy, a replica ready or gone, the cluster's GPUs) go in, and the
+// effects to carry out come out.
+//
+// The core does no I/O, reads no clock and holds no lock: every call takes
+// its time as an argument and the caller serialises calls. The local
+// backend, the Kubernetes backend and the simulator's faas-gpu policy all
+// drive this same code, so that a decision is written once and the
+// simulator is evidence for the provider.
+package lifecycle
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/cache"
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// Phase is where a replica is in its life.
+type Phase string
+
+const (
+	// Pending replicas wait for a GPU that fits them.
+	Pending Phase = "pending"
+	// Starting replicas are booked and launched, not yet ready.
+	Starting Phase = "starting"
+	// Ready replicas serve requests.
+	Ready Phase = "ready"
+	// Warm replicas keep their model and memory, out of service.
+	Warm Phase = "warm"
+	// Draining replicas were stopped; their booking is held until the
+	// backend observes them gone, so a GPU is never given twice.
+	Draining Phase = "draining"
+)
+
+// Options configure a Core.
+type Options struct {
+	// Profiles give slices, latencies and load times; nil: none.
+	Profiles *profiles.Store
+	// Autoscale tunes the SLO autoscaler.
+	Autoscale scheduler.AutoscaleOptions
+	// WarmTTL is how long an idle warm replica keeps its model; 0 takes
+	// DefaultWarmTTL.
+	WarmTTL time.Duration
+	// NewID names a new replica of function name. nil numbers them
+	// name-1, name-2, … per core, which is deterministic (the simulator
+	// and tests); the provider passes random IDs so that a replica of a
+	// redeployed function never meets an old one's leftovers.
+	NewID func(name string) string
+	// ConfirmStops holds a stopped replica's booking until the backend
+	// reports it gone (ReplicaGone): on Kubernetes a pod may run on its
+	// GPU for a while after its Deployment was scaled down. Without it a
+	// booking is released when the Stop is issued.
+	ConfirmStops bool
+	// Plan overrides how a function's spec becomes its plan (the
+	// simulator's batch cap); nil: scheduler.PlanFunction.
+	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)
+}
+
+// DefaultWarmTTL keeps an idle warm replica's model for 10 minutes.
+const DefaultWarmTTL = 10 * time.Minute
+
+// Core is the lifecycle of every function of one provider.
+type Core struct {
+	opts    Options
+	inv     gpu.Inventory
+	product string
+	alloc   *scheduler.Allocator
+	cache   *cache.Cache
+
+	functions map[string]*function // key: namespace/name
+	// order lists functions oldest first: older functions are placed
+	// first. Kept sorted on insert, so a deploy costs no full sort.
+	order    []*function
+	replicas map[string]*replica // every replica the core knows, by ID
+	seq      uint64
+
+	// undo holds the inverse of each change the current operation made,
+	// for Abort.
+	undo []func()
+	// promoted are the Promote effects of the current operation, emitted
+	// by placeAll in order.
+	promoted []Effect
+}
+
+type function struct {
+	key       string
+	spec      scheduler.Function
+	plan      scheduler.Plan
+	desired   int
+	createdAt time.Time
+	// live are the replicas in service or on their way: pending, starting,
+	// ready, oldest first.
+	live []*replica
+	// warm are out of service with their model, most recently idled last.
+	warm []*replica
+
+	load        Load
+	lastRequest time.Time
+	rate        scheduler.RateEstimator
+	lastUp      time.Time
+	lastDown    time.Time
+	lastScale   string
+	scaledUp    uint64
+	scaledDown  uint64
+}
+
+type replica struct {
+	id     string
+	fn     string
+	config scheduler.SliceConfig
+	phase  Phase
+	// placement is nil while pending.
+	placement    *scheduler.Placement
+	pendingSince time.Time
+	reason       string
+	reasonCode   scheduler.NoFitCode
+}
+
+// New makes a core for inv; c is the model cache placement reads (nil: a
+// fresh one).
+func New(inv gpu.Inventory, c *cache.Cache, opts Options) *Core {
+	if opts.Profiles == nil {
+		opts.Profiles = profiles.NewStore()
+	}
+	if opts.Autoscale == (scheduler.AutoscaleOptions{}) {
+		opts.Autoscale = scheduler.DefaultAutoscaleOptions
+	}
+	if opts.WarmTTL <= 0 {
+		opts.WarmTTL = DefaultWarmTTL
+	}
+	if opts.Plan == nil {
+		opts.Plan = scheduler.PlanFunction
+	}
+	if c == nil {
+		c = cache.New(cache.DefaultOptions)
+	}
+	return &Core{
+		opts: opts, inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c,
+		functions: map[string]*function{}, replicas: map[string]*replica{},
+	}
+}
+
+// Key names a function in the core and in its effects.
+func Key(namespace, name string) string { return namespace + "/" + name }
+
+// Inventory is the GPUs the core places on.
+func (c *Core) Inventory() gpu.Inventory { return c.inv }
+
+// Product is the GPU product slices are chosen for.
+func (c *Core) Product() string { return c.product }
+
+// Cache is the model cache the core's placements read.
+func (c *Core) Cache() *cache.Cache { return c.cache }
+
+// Allocator is the GPU bookings, for reports (scheduler.NodeReports).
+func (c *Core) Allocator() *scheduler.Allocator { return c.alloc }
+
+// Has reports whether function key exists.
+func (c *Core) Has(key string) bool { _, ok := c.functions[key]; return ok }
+
+// PlanFor is what the profiles make of spec on this core's GPUs, without
+// changing anything.
+func (c *Core) PlanFor(spec scheduler.Function) (scheduler.Plan, error) {
+	return c.opts.Plan(spec, c.opts.Profiles, c.product)
+}
+
+// Check rejects what could never run: an SLO no slice meets, a slice
+// larger than any GPU. An empty inventory (no GPU node yet) accepts all:
+// replicas wait for nodes.
+func (c *Core) Check(spec scheduler.Function) (scheduler.Plan, error) {
+	pl, err := c.PlanFor(spec)
+	if err != nil {
+		return scheduler.Plan{}, err
+	}
+	if len(c.inv.Nodes) == 0 {
+		return pl, nil
+	}
+	return pl, scheduler.CanEverFit(c.inv, pl.Request)
+}
+
+func (c *Core) newID(name string) string {
+	if c.opts.NewID != nil {
+		for {
+			id := c.opts.NewID(name)
+			if _, taken := c.replicas[id]; !taken {
+				return id
+			}
+		}
+	}
+	for {
+		c.seq++
+		id := name + "-" + strconv.FormatUint(c.seq, 10)
+		if _, taken := c.replicas[id]; !taken {
+			return id
+		}
+	}
+}
+
+// insert adds fn in age order.
+func (c *Core) insert(fn *function) {
+	i := sort.Search(len(c.order), func(i int) bool { return olderFirst(fn, c.order[i]) })
+	c.order = append(c.order, nil)
+	copy(c.order[i+1:], c.order[i:])
+	c.order[i] = fn
+	c.functions[fn.key] = fn
+}
+
+func (c *Core) unlink(fn *function) {
+	for i, f := range c.order {
+		if f == fn {
+			c.order = append(c.order[:i], c.order[i+1:]...)
+			break
+		}
+	}
+	delete(c.functions, fn.key)
+}
+
+func olderFirst(a, b *function) bool {
+	if !a.createdAt.Equal(b.createdAt) {
+		return a.createdAt.Before(b.createdAt)
+	}
+	return a.key < b.key
+}
+
+func notFound(key string) error {
+	ns, name := splitKey(key)
+	return fmt.Errorf("function %s.%s: %w", name, ns, errNotExist)
+}
+
+func splitKey(k string) (ns, name string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}

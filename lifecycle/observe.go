@@ -1,0 +1,179 @@
+package lifecycle
+
+import (
+	"slices"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/cache"
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// ReplicaReady records that a starting replica answers requests.
+func (c *Core) ReplicaReady(id string) {
+	if r := c.replicas[id]; r != nil && r.phase == Starting {
+		r.phase = Ready
+	}
+}
+
+// ReplicaGone records that a replica can no longer use its GPU: a drained
+// one's booking is released; one in service or warm that was lost (its
+// pod deleted, its process given up on) is released too, and a replica in
+// service is replaced by a pending one of the same slice.
+func (c *Core) ReplicaGone(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	var res Result
+	r := c.replicas[id]
+	if r == nil {
+		return res
+	}
+	fn := c.functions[r.fn]
+	switch r.phase {
+	case Draining:
+		c.release(r, now)
+	default:
+		if fn == nil {
+			c.release(r, now)
+			break
+		}
+		inService := slices.Contains(fn.live, r)
+		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+		c.release(r, now)
+		if inService {
+			c.addPending(fn, r.config, now)
+		}
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
+	c.placeAll(now, &res)
+	return res
+}
+
+// SetInventory follows the cluster's GPUs. A node gone loses its replicas;
+// any other change (a node added, a GPU gone or changed) books every
+// replica again on a fresh allocator, oldest function first, and those
+// that no longer fit are lost. A lost replica in service is replaced by a
+// pending one, placed elsewhere at once or when room appears.
+func (c *Core) SetInventory(inv gpu.Inventory, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	var res Result
+	if sameInventory(c.inv, inv) {
+		return res
+	}
+	var lost []string
+	keep := nodesOf(inv)
+	for n := range nodesOf(c.inv) {
+		if !keep[n] {
+			lost = append(lost, c.alloc.RemoveNode(n, now)...)
+		}
+	}
+	rest := gpu.Inventory{Source: inv.Source}
+	for _, n := range c.inv.Nodes {
+		if keep[n.Name] {
+			rest.Nodes = append(rest.Nodes, n)
+		}
+	}
+	if !sameInventory(rest, inv) {
+		lost = append(lost, c.rebook(inv, now)...)
+	}
+	c.inv, c.product = inv, inv.MainProduct()
+	slices.Sort(lost)
+	for _, id := range lost {
+		r := c.replicas[id]
+		if r == nil {
+			continue
+		}
+		r.placement = nil // its booking is gone with the node
+		fn := c.functions[r.fn]
+		wasLive := fn != nil && slices.Contains(fn.live, r)
+		if fn != nil {
+			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+		}
+		delete(c.replicas, id)
+		v := r.view()
+		res.add(Effect{Kind: Stop, Function: r.fn, Replica: v, Why: "its node or GPU is gone"})
+		if wasLive {
+			c.addPending(fn, r.config, now)
+		}
+		if fn != nil {
+			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+		}
+	}
+	c.placeAll(now, &res)
+	return res
+}
+
+// rebook moves every booking onto a fresh allocator for inv and returns
+// those that do not fit any more: draining ones first (their pods run
+// now), then by function age.
+func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
+	held := c.alloc.Placements()
+	nc := cache.New(cache.DefaultOptions)
+	a := scheduler.NewAllocator(inv, nc)
+	var order []*replica
+	for _, r := range c.replicas {
+		if r.phase == Draining {
+			order = append(order, r)
+		}
+	}
+	slices.SortFunc(order, func(a, b *replica) int { return compareStrings(a.id, b.id) })
+	for _, fn := range c.order {
+		order = append(order, fn.live...)
+		order = append(order, fn.warm...)
+	}
+	var lost []string
+	for _, r := range order {
+		p, ok := held[r.id]
+		if !ok {
+			continue
+		}
+		if err := a.Restore(r.id, p); err != nil {
+			lost = append(lost, r.id)
+			continue
+		}
+		if r.phase == Warm {
+			_ = a.Demote(r.id, now)
+		}
+		if fn := c.functions[r.fn]; fn != nil {
+			nc.Preload(r.id, fn.plan.Request.Model, modelBytes(fn.plan.Request), now)
+		}
+	}
+	c.alloc, c.cache = a, nc
+	return lost
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func nodesOf(inv gpu.Inventory) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range inv.Nodes {
+		out[n.Name] = true
+	}
+	return out
+}
+
+// sameInventory compares two inventories GPU by GPU.
+func sameInventory(a, b gpu.Inventory) bool {
+	return slices.Equal(a.Devices(), b.Devices())
+}
+
+// DefaultModelBytes sizes a model no profile describes, for the cache.
+const DefaultModelBytes = 256 << 20
+
+func modelBytes(req gpu.Request) int64 {
+	if req.ModelSizeBytes > 0 {
+		return req.ModelSizeBytes
+	}
+	return DefaultModelBytes
+}

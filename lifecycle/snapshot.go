@@ -1,0 +1,68 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// FunctionView is a function as reports and status show it: plain values,
+// safe to read after the caller's lock is released.
+type FunctionView struct {
+	Key       string
+	Spec      scheduler.Function
+	Plan      scheduler.Plan
+	Desired   int
+	CreatedAt time.Time
+	// Live are the replicas in service or on their way, oldest first;
+	// Warm those kept out of service, most recently idled last.
+	Live, Warm []ReplicaView
+	Rate       float64
+	LastScale  string
+	ScaledUp   uint64
+	ScaledDown uint64
+}
+
+func (fn *function) view() FunctionView {
+	v := FunctionView{Key: fn.key, Spec: fn.spec, Plan: fn.plan, Desired: fn.desired, CreatedAt: fn.createdAt,
+		Rate: fn.rate.Rate(), LastScale: fn.lastScale, ScaledUp: fn.scaledUp, ScaledDown: fn.scaledDown}
+	v.Live = make([]ReplicaView, len(fn.live))
+	for i, r := range fn.live {
+		v.Live[i] = r.view()
+	}
+	v.Warm = make([]ReplicaView, len(fn.warm))
+	for i, r := range fn.warm {
+		v.Warm[i] = r.view()
+	}
+	return v
+}
+
+// Function is one function's view.
+func (c *Core) Function(key string) (FunctionView, bool) {
+	fn, ok := c.functions[key]
+	if !ok {
+		return FunctionView{}, false
+	}
+	return fn.view(), true
+}
+
+// Functions are every function's view, oldest first.
+func (c *Core) Functions() []FunctionView {
+	out := make([]FunctionView, len(c.order))
+	for i, fn := range c.order {
+		out[i] = fn.view()
+	}
+	return out
+}
+
+// Replica is one replica's view, draining ones included.
+func (c *Core) Replica(id string) (ReplicaView, bool) {
+	r, ok := c.replicas[id]
+	if !ok {
+		return ReplicaView{}, false
+	}
+	return r.view(), true
+}
+
+// Usage is every GPU's bookings (scheduler.NodeReports).
+func (c *Core) Usage() []scheduler.GPUUsage { return c.alloc.Usage() }

@@ -1,0 +1,119 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// Load is what the proxy counted of one function.
+type Load struct {
+	// Requests is every request so far (a running count).
+	Requests uint64
+	// LastRequest is when the last one arrived (zero: none yet).
+	LastRequest time.Time
+	// Backlog is how many wait beyond what the replicas serve at once:
+	// queued for a replica, or in flight at one above its batch size.
+	Backlog float64
+}
+
+// ObserveLoad records what the proxy counted of function key; Tick reads
+// it.
+func (c *Core) ObserveLoad(key string, l Load) {
+	fn, ok := c.functions[key]
+	if !ok {
+		return
+	}
+	fn.load = l
+	if l.LastRequest.After(fn.lastRequest) {
+		fn.lastRequest = l.LastRequest
+	}
+}
+
+// Tick runs one pass at now: warm replicas idle longer than the warm TTL
+// are stopped; each function's request rate is smoothed and, for a
+// function with an SLO and a profile (or with scale to zero), the
+// autoscaler's decision is applied; pending replicas are placed.
+func (c *Core) Tick(now time.Time) Result {
+	c.begin()
+	defer c.begin() // nothing of a tick is undone
+	var res Result
+	c.expireWarm(now, &res)
+	for _, fn := range c.order {
+		rate := fn.rate.Observe(fn.load.Requests, now)
+		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
+			continue
+		}
+		in := scheduler.AutoscaleInput{
+			Now: now, Rate: rate, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
+			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
+		}
+		if fn.plan.Autoscaled {
+			in.Configs = fn.plan.Configs
+		}
+		for _, r := range fn.live {
+			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
+		}
+		d := scheduler.Autoscale(in, c.opts.Autoscale)
+		if d.Empty() {
+			continue
+		}
+		for _, id := range d.Remove {
+			if r := c.replicas[id]; r != nil && r.fn == fn.key {
+				c.retire(fn, r, now, "autoscaled down", &res)
+			}
+			fn.lastDown = now
+		}
+		for _, cfg := range d.Add {
+			if !c.promote(fn, cfg, true, now) {
+				c.addPending(fn, cfg, now)
+			}
+			fn.lastUp = now
+		}
+		if len(d.Add) > 0 {
+			fn.scaledUp++
+		}
+		if len(d.Remove) > 0 {
+			fn.scaledDown++
+		}
+		fn.desired = len(fn.live)
+		fn.lastScale = d.Reason
+		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
+	c.placeAll(now, &res)
+	return res
+}
+
+// expireWarm stops warm replicas idle for longer than the warm TTL.
+func (c *Core) expireWarm(now time.Time, res *Result) {
+	for _, id := range c.cache.Expired(now, c.opts.WarmTTL) {
+		r := c.replicas[id]
+		if r == nil || r.phase != Warm {
+			continue
+		}
+		fn := c.functions[r.fn]
+		if fn != nil {
+			for i, w := range fn.warm {
+				if w == r {
+					fn.warm = append(fn.warm[:i], fn.warm[i+1:]...)
+					break
+				}
+			}
+		}
+		c.cache.CountEviction(true)
+		c.stop(r, now, "warm replica expired", res)
+		if fn != nil {
+			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+		}
+	}
+}
+
+// Scaled is one autoscaler decision applied, for logs and metrics.
+type Scaled struct {
+	Function         string
+	Added, Removed   int
+	Replicas         int
+	Rate             float64
+	Reason           string
+}
