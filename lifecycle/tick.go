@@ -111,9 +111,9 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 
 // Scaled is one autoscaler decision applied, for logs and metrics.
 type Scaled struct {
-	Function         string
-	Added, Removed   int
-	Replicas         int
-	Rate             float64
-	Reason           string
+	Function       string
+	Added, Removed int
+	Replicas       int
+	Rate           float64
+	Reason         string
 }
