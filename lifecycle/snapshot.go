@@ -66,3 +66,13 @@ func (c *Core) Replica(id string) (ReplicaView, bool) {
 
 // Usage is every GPU's bookings (scheduler.NodeReports).
 func (c *Core) Usage() []scheduler.GPUUsage { return c.alloc.Usage() }
+
+// Live is how many replicas function key has in service or on their way
+// (0 for an unknown function): cheap, for a request path that scales from
+// zero.
+func (c *Core) Live(key string) int {
+	if fn, ok := c.functions[key]; ok {
+		return len(fn.live)
+	}
+	return 0
+}

@@ -6,38 +6,42 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 )
 
-// faasGPU is ours, everything on, driven the way the local backend drives
-// the scheduler package (local/backend.go, place.go, autoscale.go):
+// faasGPU is ours, everything on: the provider's own lifecycle core
+// (lifecycle.Core, the code the local and Kubernetes backends run) decides
+// in virtual time, and this policy only carries out its effects on the
+// engine's replicas, as a backend does:
 //
 //   - a function's slice, batch and autoscaler menu come from
 //     scheduler.PlanFunction on its profile (the most throughput per SM %
 //     among slices whose batch latency is at most SLO/2, so that a request
 //     waiting out a running batch still meets the SLO; with the profile's
 //     batch sizes);
-//   - replicas are booked by scheduler.Allocator.Place with the model as a
+//   - replicas are booked by the core's allocator with the model as a
 //     locality hint (on a GPU that holds it, else a node that loaded it,
 //     else best fit), within SM % and memory;
-//   - every second scheduler.Autoscale, fed by scheduler.RateEstimator and
-//     the function's backlog (requests waiting beyond the running batches),
+//   - every second the core's Tick, fed with the request count and the
+//     function's backlog (requests waiting beyond the running batches),
 //     adds replicas (promoting a warm one of the same slice first: no load)
-//     and retires the least efficient ones to warm replicas
-//     (Allocator.Demote: model kept in memory, SM freed), which expire after
-//     the warm TTL or are evicted by placements that need their memory;
+//     and retires the least efficient ones to warm replicas (model kept in
+//     memory, SM freed), which expire after the warm TTL or are evicted by
+//     placements that need their memory; a request for a function scaled
+//     to zero scales it to one, as the gateway does;
 //   - requests go to the replica with fewest outstanding
 //     (scheduler.LeastOutstanding); a replica batches up to its batch size
 //     from what waits for it. A function serving many models (X-Model) is
 //     dispatched as the provider does: LALB with out-of-order dispatch (see
 //     dispatcher), one request at a time per replica.
 type faasGPU struct {
-	alloc   *scheduler.Allocator
-	fns     []*fgFn
-	byID    map[string]*replica
-	pending []*replica
+	core *lifecycle.Core
+	fns  []*fgFn
+	byFn map[string]*fgFn
+	byID map[string]*replica
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
@@ -45,26 +49,36 @@ type faasGPU struct {
 
 type fgFn struct {
 	idx         int
+	key         string
 	spec        scheduler.Function
-	plan        scheduler.Plan
 	model       int
 	multi       bool
-	live        []*replica // the autoscaler's replicas: pending, starting, serving
+	live        []*replica // started replicas in service: starting, serving
 	warm        []*replica // scaled down, model kept; most recently idled last
 	waiting     fifo       // requests that found no serving replica
 	d           dispatcher
-	rate        scheduler.RateEstimator
 	requests    uint64
 	lastRequest time.Time
-	lastUp      time.Time
-	lastDown    time.Time
 }
 
 func (p *faasGPU) start(e *Engine) error {
-	p.alloc = scheduler.NewAllocator(e.inv, e.cache)
 	p.byID = map[string]*replica{}
+	p.byFn = map[string]*fgFn{}
 	e.tickEvery = e.opts.Tick
-	store := e.store
+	maxBatch := e.opts.MaxBatch
+	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
+		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL,
+		// Numbered as the engine numbers replicas: their order is the
+		// creation order.
+		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
+		Plan: func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error) {
+			plan, err := scheduler.PlanFunction(spec, store, product)
+			if err != nil {
+				return plan, err
+			}
+			return capBatch(plan, spec.GPU.SLO, spec.GPU.SMPercent > 0, maxBatch)
+		},
+	})
 	for i := range e.wl.Functions {
 		wf := &e.wl.Functions[i]
 		spec := scheduler.Function{
@@ -72,21 +86,18 @@ func (p *faasGPU) start(e *Engine) error {
 			GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
 			Scale:      scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration},
 		}
-		plan, err := scheduler.PlanFunction(spec, store, e.product)
+		f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
+			d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}
+		p.fns = append(p.fns, f)
+		p.byFn[f.key] = f
+		// Deployed in the workload's order: one nanosecond apart, so that
+		// the core's oldest-first placement keeps that order.
+		res, err := p.core.Deploy(spec, e.clock().Add(time.Duration(i)))
 		if err != nil {
 			return fmt.Errorf("function %s: %w", wf.Name, err)
 		}
-		if plan, err = capBatch(plan, spec.GPU.SLO, wf.SMPercent > 0, e.opts.MaxBatch); err != nil {
-			return fmt.Errorf("function %s: %w", wf.Name, err)
-		}
-		f := &fgFn{idx: i, spec: spec, plan: plan, model: e.fnModel[i], multi: wf.MultiModel(),
-			d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}
-		p.fns = append(p.fns, f)
-		for range spec.Scale.InitialReplicas() {
-			p.want(e, f, plan.Base)
-		}
+		p.apply(e, res, true)
 	}
-	p.reconcile(e, true)
 	return nil
 }
 
@@ -112,46 +123,53 @@ func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch 
 	return plan, nil
 }
 
-// want adds a replica of slice c, pending until reconcile places it.
-func (p *faasGPU) want(e *Engine, f *fgFn, c scheduler.SliceConfig) {
+// apply carries out the core's effects on the engine, as a backend does.
+// Replicas placed before the run (prewarmed) serve at once.
+func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
+	for _, ef := range res.Effects {
+		f := p.byFn[ef.Function]
+		switch ef.Kind {
+		case lifecycle.Start:
+			p.launch(e, f, ef.Replica, prewarmed)
+		case lifecycle.Demote:
+			if r := p.byID[ef.Replica.ID]; r != nil {
+				p.retire(e, f, r)
+			}
+		case lifecycle.Promote:
+			if r := p.byID[ef.Replica.ID]; r != nil {
+				p.promote(e, f, r)
+			}
+		case lifecycle.Stop:
+			if r := p.byID[ef.Replica.ID]; r != nil {
+				p.stop(e, f, r)
+			}
+		}
+	}
+}
+
+// launch starts a replica the core placed.
+func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed bool) {
 	model := f.model
 	if f.multi {
 		model = -1 // loads what its requests name
 	}
+	e.repSeq-- // the core numbered it already
 	r := e.newReplica(f.idx, model)
-	r.cfg = c
-	r.batch = e.batchCap(max(c.Batch, 1))
+	r.id = v.ID
+	r.cfg = v.Config
+	r.batch = e.batchCap(max(v.Config.Batch, 1))
 	if f.multi {
 		r.batch = 1
 	}
-	f.live = append(f.live, r)
-	p.pending = append(p.pending, r)
+	r.sm, r.mem = v.Placement.Slice.SMPercent, v.Placement.Slice.MemoryBytes
+	r.share = r.sm * 100
 	p.byID[r.id] = r
-}
-
-// reconcile places pending replicas, oldest first (local.reconcileLocked).
-func (p *faasGPU) reconcile(e *Engine, prewarmed bool) {
-	kept := p.pending[:0]
-	for _, r := range p.pending {
-		if r.state != repPending {
-			continue
-		}
-		f := p.fns[r.fn]
-		pl, evicted, err := p.alloc.Place(r.id, f.plan.RequestFor(r.cfg), scheduler.Hints{Model: f.plan.Request.Model, Now: e.clock(), Speed: p.speedFor(e, f, r.cfg)})
-		if err != nil {
-			kept = append(kept, r)
-			continue
-		}
-		for _, id := range evicted {
-			p.evicted(e, id)
-		}
-		p.placed++
-		r.sm, r.mem = pl.Slice.SMPercent, pl.Slice.MemoryBytes
-		r.share = r.sm * 100
-		e.launch(r, e.byUUID[pl.GPUs[0]], p.modelCapacity(e, f, pl.Slice.MemoryBytes), prewarmed, true)
+	f.live = append(f.live, r)
+	p.placed++
+	e.launch(r, e.byUUID[v.Placement.GPUs[0]], p.modelCapacity(e, f, r.mem), prewarmed, true)
+	if r.state == repServing {
+		p.core.ReplicaReady(r.id)
 	}
-	clear(p.pending[len(kept):])
-	p.pending = kept
 }
 
 // modelCapacity is what a replica's memory holds of models once its CUDA
@@ -161,32 +179,11 @@ func (p *faasGPU) modelCapacity(e *Engine, f *fgFn, mem int64) int64 {
 	return max(mem-(m.memory-m.size), 0)
 }
 
-// speedFor is the profiled throughput of slice c on each product
-// (local.speedFor).
-func (p *faasGPU) speedFor(e *Engine, f *fgFn, c scheduler.SliceConfig) func(string) float64 {
-	return func(product string) float64 {
-		prof, fb, ok := e.store.Lookup(f.plan.Request.Model, product)
-		if !ok || fb.Used() {
-			return 0
-		}
-		lat, err := scheduler.LatencyAt(prof, max(c.Batch, 1), float64(c.SMPercent))
-		if err != nil {
-			return 0
-		}
-		return float64(max(c.Batch, 1)) * 1000 / lat
-	}
-}
-
-// evicted forgets a warm replica the allocator stopped to free memory
-// (it released the booking and told the cache).
-func (p *faasGPU) evicted(e *Engine, id string) {
-	r := p.byID[id]
-	if r == nil {
-		return
-	}
-	f := p.fns[r.fn]
+// stop ends a replica the core let go (a warm one expired or evicted).
+func (p *faasGPU) stop(e *Engine, f *fgFn, r *replica) {
+	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
 	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
-	delete(p.byID, id)
+	delete(p.byID, r.id)
 	e.release(r)
 }
 
@@ -194,8 +191,12 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 	f := p.fns[e.wl.Arrivals[n].Fn]
 	f.requests++
 	f.lastRequest = e.clock()
-	if len(f.live) == 0 { // scaled to zero: the gateway asks for one
-		p.scaleFromZero(e, f)
+	if p.core.Live(f.key) == 0 { // scaled to zero: the gateway asks for one
+		res, _, err := p.core.Scale(f.spec.Namespace(), f.spec.Name(), 1, e.clock())
+		if err != nil {
+			panic(fmt.Sprintf("sim: scale %s from zero: %v", f.key, err))
+		}
+		p.apply(e, res, false)
 	}
 	if f.multi {
 		f.d.arrive(e, f.live, n)
@@ -206,15 +207,8 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 	}
 }
 
-func (p *faasGPU) scaleFromZero(e *Engine, f *fgFn) {
-	if !p.promote(e, f, f.plan.Base, false) {
-		p.want(e, f, f.plan.Base)
-		p.reconcile(e, false)
-	}
-	f.lastUp = e.clock()
-}
-
 func (p *faasGPU) ready(e *Engine, r *replica) {
+	p.core.ReplicaReady(r.id)
 	f := p.fns[r.fn]
 	if f.multi {
 		f.d.drain(e, f.live)
@@ -248,48 +242,14 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 }
 
 func (p *faasGPU) tick(e *Engine) {
-	now := e.clock()
-	for _, id := range e.cache.Expired(now, e.opts.WarmTTL) {
-		r := p.byID[id]
-		if r == nil {
-			continue
-		}
-		if err := p.alloc.Release(id, now); err == nil {
-			e.cache.CountEviction(true)
-		}
-		p.evicted(e, id)
-	}
 	for _, f := range p.fns {
-		rate := f.rate.Observe(f.requests, now)
-		if !f.plan.Autoscaled && !f.spec.Scale.Zero {
-			continue
-		}
-		in := scheduler.AutoscaleInput{Now: now, Rate: rate, LastRequest: f.lastRequest, Policy: f.spec.Scale,
-			LastScaleUp: f.lastUp, LastScaleDown: f.lastDown}
+		l := lifecycle.Load{Requests: f.requests, LastRequest: f.lastRequest}
 		if !e.opts.NoBacklog {
-			in.Backlog = f.backlog()
+			l.Backlog = f.backlog()
 		}
-		if f.plan.Autoscaled {
-			in.Configs = f.plan.Configs
-		}
-		for _, r := range f.live {
-			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.cfg})
-		}
-		d := scheduler.Autoscale(in, e.opts.Autoscale)
-		for _, id := range d.Remove {
-			if r := p.byID[id]; r != nil {
-				p.retire(e, f, r)
-			}
-			f.lastDown = now
-		}
-		for _, c := range d.Add {
-			if !p.promote(e, f, c, true) {
-				p.want(e, f, c)
-			}
-			f.lastUp = now
-		}
+		p.core.ObserveLoad(f.key, l)
 	}
-	p.reconcile(e, false)
+	p.apply(e, p.core.Tick(e.clock()), false)
 }
 
 // backlog is what waits for f beyond what its replicas serve at once, as
@@ -304,17 +264,9 @@ func (f *fgFn) backlog() float64 {
 	return float64(n)
 }
 
-// retire scales r down to a warm replica (local.retireLocked).
+// retire scales r down to a warm replica.
 func (p *faasGPU) retire(e *Engine, f *fgFn, r *replica) {
 	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
-	if r.state == repPending {
-		r.state = repGone
-		delete(p.byID, r.id)
-		return
-	}
-	if err := p.alloc.Demote(r.id, e.clock()); err != nil {
-		panic(fmt.Sprintf("sim: demote %s: %v", r.id, err))
-	}
 	e.retire(r)
 	f.warm = append(f.warm, r)
 	if r.started && !r.busy && r.queue.len() == 0 {
@@ -322,30 +274,18 @@ func (p *faasGPU) retire(e *Engine, f *fgFn, r *replica) {
 	}
 }
 
-// promote brings back the most recently idled warm replica (of slice c
-// when exact) whose SM share is still free (local.promoteLocked).
-func (p *faasGPU) promote(e *Engine, f *fgFn, c scheduler.SliceConfig, exact bool) bool {
-	for i := len(f.warm) - 1; i >= 0; i-- {
-		r := f.warm[i]
-		if exact && r.cfg.SMPercent != c.SMPercent {
-			continue
-		}
-		if err := p.alloc.Promote(r.id); err != nil {
-			continue
-		}
-		f.warm = slices.Delete(f.warm, i, i+1)
-		f.live = append(f.live, r)
-		p.promoted++
-		if !r.started {
-			r.state = repStarting // its pending ready event puts it in service
-			return true
-		}
-		r.state = repServing
-		e.activate(r, true)
-		p.ready(e, r)
-		return true
+// promote brings back a warm replica the core promoted.
+func (p *faasGPU) promote(e *Engine, f *fgFn, r *replica) {
+	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
+	f.live = append(f.live, r)
+	p.promoted++
+	if !r.started {
+		r.state = repStarting // its pending ready event puts it in service
+		return
 	}
-	return false
+	r.state = repServing
+	e.activate(r, true)
+	p.ready(e, r)
 }
 
 func (p *faasGPU) compute(e *Engine, r *replica, m int, k int) time.Duration {
