@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/logs"
@@ -52,12 +52,14 @@ type Config struct {
 	Log            *zap.Logger
 }
 
-// Backend runs functions as local processes or emulated GPU workers, placed
-// on the inventory's GPUs by the scheduler.
+// Backend runs functions as local processes or emulated GPU workers. What
+// happens to their replicas is decided by lifecycle.Core, the same code
+// the Kubernetes backend and the simulator run; the backend carries out
+// its effects (processes, records, logs) and tells it what it observes.
 type Backend struct {
 	cfg     Config
 	log     *zap.Logger
-	alloc   *scheduler.Allocator
+	core    *lifecycle.Core
 	cache   *cache.Cache
 	state   *stateStore
 	logs    *logHub
@@ -65,11 +67,21 @@ type Backend struct {
 	product string // the GPU product profiles are chosen for
 	stop    chan struct{}
 	done    chan struct{}
+	// stopping tracks replicas being stopped, so Close waits for them.
+	stopping sync.WaitGroup
 
-	mu         sync.Mutex
-	functions  map[string]*function // key: namespace/name
-	namespaces map[string]types.FunctionNamespace
-	closed     bool
+	mu sync.Mutex
+	// running are the replicas started here, by ID, warm ones included.
+	running map[string]*replica
+	loads   map[string]*load // per function key
+	// slo is each function's latency target, for the proxy's SLO count
+	// (read once per invocation).
+	slo map[string]time.Duration
+	// pendingReason is the reason last logged for each pending replica,
+	// so a replica that keeps waiting is logged once.
+	pendingReason map[string]string
+	namespaces    map[string]types.FunctionNamespace
+	closed        bool
 
 	// waiting counts the requests the proxy's dispatcher queues for a
 	// replica, per function (key: namespace/name), as it reports them
@@ -78,40 +90,27 @@ type Backend struct {
 	waiting   map[string]int
 }
 
-type function struct {
-	spec      scheduler.Function // as deployed
-	plan      scheduler.Plan     // what the profiles made of it
-	desired   int
-	createdAt time.Time
-	replicas  []*replica // placed or pending, in service
-	idle      []*replica // warm: model in memory, out of service, most recent last
-
+// load is what the proxy's requests tell of one function.
+type load struct {
 	requests    atomic.Uint64
 	lastRequest atomic.Int64 // unix nanoseconds
-	rate        scheduler.RateEstimator
-	lastUp      time.Time
-	lastDown    time.Time
-	lastScale   string
-	// scaledUp and scaledDown count the autoscaler's decisions applied.
-	scaledUp, scaledDown uint64
 }
 
+// replica is a replica this backend started: a process or an emulated
+// worker.
 type replica struct {
-	id           string
-	config       scheduler.SliceConfig
-	placement    *scheduler.Placement
-	pendingSince time.Time
-	reason       string
-	reasonCode   scheduler.NoFitCode
-	run          runner
-	emulated     bool
-	inFlight     atomic.Int64
+	id       string
+	fn       string // function key
+	config   scheduler.SliceConfig
+	run      runner
+	emulated bool
+	inFlight atomic.Int64
 	// readyAfter is how long the replica took from placement to ready, in
 	// nanoseconds; 0 until it is ready. Set once, by the start-up watch.
 	readyAfter atomic.Int64
 }
 
-func key(ns, name string) string { return ns + "/" + name }
+func key(ns, name string) string { return lifecycle.Key(ns, name) }
 
 // New opens the state dir, restores every function with its placements and
 // starts its replicas and, with a Tick, the autoscaler.
@@ -120,7 +119,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Log = zap.NewNop()
 	}
 	if cfg.MPSPipeDir == "" {
-		cfg.MPSPipeDir = "/tmp/nvidia-mps"
+		cfg.MPSPipeDir = lifecycle.DefaultMPSPipeDir
 	}
 	if cfg.Profiles == nil {
 		cfg.Profiles = profiles.NewStore()
@@ -129,7 +128,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Autoscale = scheduler.DefaultAutoscaleOptions
 	}
 	if cfg.WarmTTL <= 0 {
-		cfg.WarmTTL = 10 * time.Minute
+		cfg.WarmTTL = lifecycle.DefaultWarmTTL
 	}
 	if cfg.NodeLoadFactor <= 0 {
 		cfg.NodeLoadFactor = defaultNodeLoadFactor
@@ -140,18 +139,12 @@ func New(cfg Config) (*Backend, error) {
 	}
 	c := cache.New(cache.DefaultOptions)
 	b := &Backend{
-		cfg:       cfg,
-		log:       cfg.Log,
-		alloc:     scheduler.NewAllocator(cfg.Inventory, c),
-		cache:     c,
-		state:     st,
-		logs:      newLogHub(2000),
-		stats:     scheduler.NewStatsRecorder(),
-		product:   cfg.Inventory.MainProduct(),
-		functions: map[string]*function{},
-		waiting:   map[string]int{},
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
+		product: cfg.Inventory.MainProduct(),
+		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
+			NewID: newReplicaID}),
+		running: map[string]*replica{}, loads: map[string]*load{}, pendingReason: map[string]string{}, slo: map[string]time.Duration{}, waiting: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := b.restore(); err != nil {
 		st.close()
@@ -180,57 +173,28 @@ func (b *Backend) restore() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	res, notes := b.core.Restore(recs, now)
+	for _, n := range notes {
+		if n.PlanErr != nil {
+			b.log.Warn("function's profile changed; keeping its stored request", zap.String("function", n.Function), zap.Error(n.PlanErr))
+		}
+		for id, err := range n.Lost {
+			b.log.Warn("placement not restored, replica pending", zap.String("replica", id), zap.Error(err))
+		}
+	}
 	for _, rec := range recs {
-		pl, err := b.planFor(rec.Function)
-		if err != nil {
-			b.log.Warn("function's profile changed; keeping its stored request", zap.String("function", rec.Function.Name()), zap.Error(err))
-			pl = scheduler.Plan{Request: rec.Function.GPU, Base: scheduler.SliceConfig{SMPercent: rec.Function.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, Decision: err.Error()}
-		}
-		fn := &function{spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt}
-		for _, pr := range rec.Placed {
-			r := &replica{id: pr.ID, config: pr.Config, pendingSince: now}
-			if r.config.SMPercent == 0 {
-				r.config = pl.Base
-			}
-			p := pr.Placement
-			if err := b.alloc.Restore(pr.ID, p); err != nil {
-				b.log.Warn("placement not restored, replica pending", zap.String("replica", pr.ID), zap.Error(err))
-				if !pr.Idle {
-					fn.replicas = append(fn.replicas, r)
-				}
-				continue
-			}
-			r.placement = &p
-			if pr.Idle {
-				_ = b.alloc.Demote(pr.ID, now)
-				fn.idle = append(fn.idle, r)
-			} else {
-				fn.replicas = append(fn.replicas, r)
-			}
-		}
-		b.functions[key(rec.Function.Namespace(), rec.Function.Name())] = fn
-		b.growLocked(fn, now)
+		k := key(rec.Function.Namespace(), rec.Function.Name())
+		l := b.loadOf(k)
+		l.lastRequest.Store(now.UnixNano())
+		b.slo[k] = rec.Function.GPU.SLO
 		b.log.Info("function restored", zap.String("function", rec.Function.Name()), zap.String("namespace", rec.Function.Namespace()),
 			zap.Int("replicas", rec.Replicas), zap.Int("placed", len(rec.Placed)))
 	}
-	for _, fn := range b.sortedFunctionsLocked() {
-		for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
-			if r.placement != nil {
-				b.startLocked(fn, r, now)
-			}
-		}
-	}
-	b.reconcileLocked(now)
-	for _, fn := range b.functions {
-		if err := b.saveLocked(fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.applyLocked(res, now)
 }
 
-// Close stops the autoscaler and every replica; functions stay in the
-// state dir.
+// Close stops the autoscaler and every replica, and waits for them;
+// functions stay in the state dir.
 func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -240,20 +204,17 @@ func (b *Backend) Close(ctx context.Context) error {
 	b.closed = true
 	close(b.stop)
 	var jobs []stopJob
-	for _, fn := range b.functions {
-		for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
-			if r.run != nil {
-				jobs = append(jobs, stopJob{run: r.run})
-			}
-		}
+	for _, r := range b.running {
+		jobs = append(jobs, stopJob{run: r.run})
 	}
 	b.mu.Unlock()
 	<-b.done
-	stopAll(ctx, jobs)
+	b.stopInBackground(ctx, jobs)
+	b.stopping.Wait()
 	return b.state.close()
 }
 
-// stopJob is a removed replica still to stop and clean up.
+// stopJob is a replica to stop and clean up.
 type stopJob struct {
 	run runner
 	dir string
@@ -276,91 +237,99 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 	wg.Wait()
 }
 
+// stopInBackground stops jobs without holding up the caller; Close waits
+// for them.
+func (b *Backend) stopInBackground(ctx context.Context, jobs []stopJob) {
+	if len(jobs) == 0 {
+		return
+	}
+	b.stopping.Add(1)
+	go func() {
+		defer b.stopping.Done()
+		stopAll(context.WithoutCancel(ctx), jobs)
+	}()
+}
+
 // Deploy creates a function with its initial replicas.
 func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ns, name := spec.Namespace(), spec.Name()
-	pl, err := b.checkLocked(spec)
+	if err := b.checkLocked(spec); err != nil {
+		return err
+	}
+	now := time.Now()
+	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Deploy(spec, now) })
 	if err != nil {
 		return err
 	}
-	if _, ok := b.functions[key(ns, name)]; ok {
-		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrExist)
+	if err := b.commitLocked(&res); err != nil {
+		return err
 	}
-	now := time.Now()
-	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC()}
-	fn.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
-	b.functions[key(ns, name)] = fn
-	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.Decision))
-	b.growLocked(fn, now)
-	b.reconcileLocked(now)
-	return b.saveLocked(fn)
+	l := b.loadOf(key(spec.Namespace(), spec.Name()))
+	l.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
+	if v, ok := b.core.Function(key(spec.Namespace(), spec.Name())); ok {
+		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("decision", v.Plan.Decision))
+	}
+	return b.applyLocked(res, now)
 }
 
 // Update replaces a function's spec and restarts its replicas on it, all
 // stopped before the new ones are placed: a GPU has no room for a surge.
 func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
-	ns, name := spec.Namespace(), spec.Name()
-	fn, ok := b.functions[key(ns, name)]
-	if !ok {
-		b.mu.Unlock()
-		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
+	defer b.mu.Unlock()
+	if !b.core.Has(key(spec.Namespace(), spec.Name())) {
+		return fmt.Errorf("function %s.%s: %w", spec.Name(), spec.Namespace(), fs.ErrNotExist)
 	}
-	pl, err := b.checkLocked(spec)
+	if err := b.checkLocked(spec); err != nil {
+		return err
+	}
+	now := time.Now()
+	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Update(spec, now) })
+	if err != nil {
+		return err
+	}
+	if err := b.commitLocked(&res); err != nil {
+		return err
+	}
+	return b.applyLocked(res, now)
+}
+
+// checkLocked rejects what the core cannot see: an unknown namespace or a
+// missing secret.
+func (b *Backend) checkLocked(spec scheduler.Function) error {
+	ns := spec.Namespace()
+	if _, ok := b.namespaces[ns]; !ok {
+		return &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
+	}
+	for _, s := range spec.Deployment.Secrets {
+		if !b.state.secretExists(ns, s) {
+			return &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
+		}
+	}
+	return nil
+}
+
+// Delete removes a function and waits for its replicas to stop; its logs
+// go only then, so what they print while stopping does not outlive it.
+func (b *Backend) Delete(ctx context.Context, ns, name string) error {
+	b.mu.Lock()
+	now := time.Now()
+	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Delete(ns, name, now) })
 	if err != nil {
 		b.mu.Unlock()
 		return err
 	}
-	now := time.Now()
-	stopped := b.dropAllLocked(fn, now)
-	fn.spec, fn.plan = spec, pl
-	fn.desired = spec.Scale.Clamp(fn.desired)
-	b.growLocked(fn, now)
-	b.reconcileLocked(now)
-	err = b.saveLocked(fn)
-	b.mu.Unlock()
-	go stopAll(context.Background(), stopped)
-	return err
-}
-
-// checkLocked rejects what could never run (an unknown namespace, a missing
-// secret, a slice larger than any GPU, an SLO no slice meets) and returns
-// the function's plan.
-func (b *Backend) checkLocked(spec scheduler.Function) (scheduler.Plan, error) {
-	ns := spec.Namespace()
-	if _, ok := b.namespaces[ns]; !ok {
-		return scheduler.Plan{}, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
-	}
-	for _, s := range spec.Deployment.Secrets {
-		if !b.state.secretExists(ns, s) {
-			return scheduler.Plan{}, &gpu.FieldError{Field: "secrets", Reason: fmt.Sprintf("secret %q not found in namespace %s", s, ns)}
-		}
-	}
-	pl, err := b.planFor(spec)
-	if err != nil {
-		return scheduler.Plan{}, err
-	}
-	return pl, scheduler.CanEverFit(b.cfg.Inventory, pl.Request)
-}
-
-// Delete removes a function and its replicas.
-func (b *Backend) Delete(ctx context.Context, ns, name string) error {
-	b.mu.Lock()
-	fn, ok := b.functions[key(ns, name)]
-	if !ok {
+	if err := b.commitLocked(&res); err != nil {
 		b.mu.Unlock()
-		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
+		return err
 	}
-	now := time.Now()
-	stopped := b.dropAllLocked(fn, now)
-	delete(b.functions, key(ns, name))
-	err := b.state.deleteFunction(ns, name)
-	b.reconcileLocked(now)
+	stopped := b.takeStopsLocked(&res, now)
+	err = b.applyLocked(res, now)
+	delete(b.loads, key(ns, name))
 	b.mu.Unlock()
-	b.logs.Forget(ns, name)
 	stopAll(ctx, stopped)
+	b.logs.Forget(ns, name)
 	return err
 }
 
@@ -370,133 +339,183 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
-	if !ok {
-		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
+	now := time.Now()
+	var want int
+	res, err := b.timed(func() (lifecycle.Result, error) {
+		res, n, err := b.core.Scale(ns, name, replicas, now)
+		want = n
+		return res, err
+	})
+	if err != nil {
+		return err
 	}
-	want := fn.spec.Scale.Clamp(replicas)
 	if want != replicas {
 		b.log.Info("replica count clamped to the function's scale bounds", zap.String("function", name), zap.Int("asked", replicas), zap.Int("set", want))
 	}
-	now := time.Now()
-	if want > fn.desired {
-		fn.lastRequest.Store(now.UnixNano()) // a scale-up is demand: not idle
+	if err := b.commitLocked(&res); err != nil {
+		return err
 	}
-	b.setDesiredLocked(fn, want, now)
-	b.reconcileLocked(now)
-	return b.saveLocked(fn)
+	if want > 0 {
+		b.loadOf(key(ns, name)).lastRequest.Store(now.UnixNano()) // a scale-up is demand: not idle
+	}
+	return b.applyLocked(res, now)
 }
 
-// setDesiredLocked grows or shrinks fn to n replicas: growth reuses warm
-// replicas first, shrinking drops pending replicas first, then keeps the
-// newest placed ones warm.
-func (b *Backend) setDesiredLocked(fn *function, n int, now time.Time) {
-	fn.desired = n
-	for len(fn.replicas) > n {
-		victim := len(fn.replicas) - 1
-		for i := len(fn.replicas) - 1; i >= 0; i-- {
-			if fn.replicas[i].placement == nil {
-				victim = i
-				break
-			}
+// timed runs one core operation and records its placement decisions with
+// their share of its time.
+func (b *Backend) timed(op func() (lifecycle.Result, error)) (lifecycle.Result, error) {
+	began := time.Now()
+	res, err := op()
+	took := time.Since(began)
+	for _, d := range res.Decisions {
+		b.stats.Placed(d.Evicted, d.Err, took/time.Duration(len(res.Decisions)))
+	}
+	return res, err
+}
+
+// commitLocked carries out an operation's first effect, the record of the
+// function it changed. When that fails the core undoes the operation and
+// nothing else is carried out.
+func (b *Backend) commitLocked(res *lifecycle.Result) error {
+	if len(res.Effects) == 0 {
+		return nil
+	}
+	if err := b.persist(res.Effects[0]); err != nil {
+		b.core.Abort()
+		return err
+	}
+	res.Effects = res.Effects[1:]
+	return nil
+}
+
+func (b *Backend) persist(e lifecycle.Effect) error {
+	switch e.Kind {
+	case lifecycle.Write:
+		if err := b.state.saveFunction(*e.Record); err != nil {
+			return err
 		}
-		b.retireLocked(fn, victim, now)
+		b.slo[e.Function] = e.Record.Function.GPU.SLO
+	case lifecycle.Remove:
+		ns, name := splitKey(e.Function)
+		if err := b.state.deleteFunction(ns, name); err != nil {
+			return err
+		}
+		delete(b.slo, e.Function)
 	}
-	b.growLocked(fn, now)
+	return nil
 }
 
-// retireLocked takes replica i out of service: a pending one is forgotten,
-// a placed one becomes an idle warm replica.
-func (b *Backend) retireLocked(fn *function, i int, now time.Time) {
-	r := fn.replicas[i]
-	fn.replicas = append(fn.replicas[:i], fn.replicas[i+1:]...)
-	if r.placement == nil {
-		return
-	}
-	if err := b.alloc.Demote(r.id, now); err != nil {
-		b.log.Error("demote", zap.String("replica", r.id), zap.Error(err))
-	}
-	fn.idle = append(fn.idle, r)
-	b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "scaled down: kept warm, model in memory, out of service", now)
-}
-
-// growLocked brings fn up to its desired count: warm replicas first, most
-// recently idle first, then new pending replicas of the base slice.
-func (b *Backend) growLocked(fn *function, now time.Time) {
-	for len(fn.replicas) < fn.desired && b.promoteLocked(fn, fn.plan.Base, false) {
-	}
-	for len(fn.replicas) < fn.desired {
-		fn.replicas = append(fn.replicas, &replica{id: newReplicaID(fn.spec.Name()), config: fn.plan.Base, pendingSince: now.UTC()})
-	}
-}
-
-// promoteLocked puts one of fn's warm replicas back in service, preferring
-// one of config c when exact. It reports whether one came back.
-func (b *Backend) promoteLocked(fn *function, c scheduler.SliceConfig, exact bool) bool {
-	for i := len(fn.idle) - 1; i >= 0; i-- {
-		r := fn.idle[i]
-		if exact && r.config.SMPercent != c.SMPercent {
+// takeStopsLocked removes res's Stops of started replicas and returns
+// them as jobs, for a caller that waits for them itself.
+func (b *Backend) takeStopsLocked(res *lifecycle.Result, now time.Time) []stopJob {
+	var jobs []stopJob
+	kept := res.Effects[:0]
+	for _, e := range res.Effects {
+		if e.Kind == lifecycle.Stop {
+			if j, ok := b.stopLocked(e, now); ok {
+				jobs = append(jobs, j)
+			}
 			continue
 		}
-		if err := b.alloc.Promote(r.id); err != nil {
-			continue // its SM share went to someone else meanwhile
-		}
-		fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
-		fn.replicas = append(fn.replicas, r)
-		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "scaled up: warm replica back in service, no model load", time.Now())
-		return true
+		kept = append(kept, e)
 	}
-	return false
-}
-
-// dropAllLocked releases every replica of fn, in service or warm, and
-// returns them to stop.
-func (b *Backend) dropAllLocked(fn *function, now time.Time) []stopJob {
-	var jobs []stopJob
-	for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
-		jobs = append(jobs, b.releaseLocked(fn, r, now))
-	}
-	fn.replicas, fn.idle = nil, nil
+	res.Effects = kept
 	return jobs
 }
 
-func (b *Backend) releaseLocked(fn *function, r *replica, now time.Time) stopJob {
-	if r.placement != nil {
-		if err := b.alloc.Release(r.id, now); err != nil {
-			b.log.Error("release", zap.String("replica", r.id), zap.Error(err))
+// applyLocked carries out effects in order. Stops run in the background;
+// a record that cannot be written is logged and the first such error
+// returned.
+func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
+	var firstErr error
+	var stops []stopJob
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case lifecycle.Write, lifecycle.Remove:
+			if err := b.persist(e); err != nil {
+				b.log.Error("save", zap.String("function", e.Function), zap.Error(err))
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		case lifecycle.Start:
+			b.startLocked(e, now)
+		case lifecycle.Stop:
+			if j, ok := b.stopLocked(e, now); ok {
+				stops = append(stops, j)
+			}
+		case lifecycle.Demote, lifecycle.Promote:
+			ns, name := splitKey(e.Function)
+			b.logs.Append(ns, name, e.Replica.ID, e.Why, now)
+			if r := b.running[e.Replica.ID]; r != nil && e.Kind == lifecycle.Promote {
+				r.config = e.Replica.Config
+			}
 		}
 	}
-	if r.run != nil {
-		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "replica removed", now)
+	for _, d := range res.Decisions {
+		if d.Err == nil {
+			continue
+		}
+		v, ok := b.core.Replica(d.Replica)
+		if !ok || v.Reason == "" {
+			continue
+		}
+		if r, seen := b.pendingReason[d.Replica]; seen && r == v.Reason {
+			continue
+		}
+		b.pendingReason[d.Replica] = v.Reason
+		ns, name := splitKey(v.Function)
+		b.log.Info("replica pending", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", v.ID), zap.String("reason", v.Reason))
+		b.logs.Append(ns, name, v.ID, "pending: "+v.Reason, now)
 	}
-	return stopJob{run: r.run, dir: b.state.replicaDir(r.id)}
+	for _, s := range res.Scaled {
+		ns, name := splitKey(s.Function)
+		b.log.Info("autoscaled", zap.String("function", name), zap.String("namespace", ns),
+			zap.Int("added", s.Added), zap.Int("removed", s.Removed), zap.Int("replicas", s.Replicas), zap.Float64("rate", s.Rate), zap.String("reason", s.Reason))
+		b.logs.Append(ns, name, "autoscaler", s.Reason, now)
+	}
+	b.stopInBackground(context.Background(), stops)
+	return firstErr
 }
 
-func (b *Backend) sortedFunctionsLocked() []*function {
-	fns := make([]*function, 0, len(b.functions))
-	for _, fn := range b.functions {
-		fns = append(fns, fn)
+// stopLocked forgets a started replica and returns the job that stops it.
+func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) {
+	delete(b.pendingReason, e.Replica.ID)
+	r := b.running[e.Replica.ID]
+	if r == nil {
+		return stopJob{}, false
 	}
-	sort.Slice(fns, func(i, j int) bool {
-		if !fns[i].createdAt.Equal(fns[j].createdAt) {
-			return fns[i].createdAt.Before(fns[j].createdAt)
-		}
-		return key(fns[i].spec.Namespace(), fns[i].spec.Name()) < key(fns[j].spec.Namespace(), fns[j].spec.Name())
-	})
-	return fns
+	delete(b.running, r.id)
+	ns, name := splitKey(e.Function)
+	switch e.Why {
+	case "warm replica evicted: its GPU memory was needed":
+		b.log.Info("warm replica evicted to free GPU memory", zap.String("function", name), zap.String("replica", r.id))
+		b.logs.Append(ns, name, r.id, e.Why, now)
+	case "warm replica expired":
+		b.log.Info("warm replica expired", zap.String("function", name), zap.String("replica", r.id))
+		b.logs.Append(ns, name, r.id, "replica removed", now)
+	default:
+		b.logs.Append(ns, name, r.id, "replica removed", now)
+	}
+	return stopJob{run: r.run, dir: b.state.replicaDir(r.id)}, true
 }
 
-func (b *Backend) saveLocked(fn *function) error {
-	rec := functionRecord{Function: fn.spec, Replicas: fn.desired, CreatedAt: fn.createdAt}
-	for _, r := range fn.replicas {
-		if r.placement != nil {
-			rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement, Config: r.config})
+func (b *Backend) loadOf(k string) *load {
+	l, ok := b.loads[k]
+	if !ok {
+		l = &load{}
+		b.loads[k] = l
+	}
+	return l
+}
+
+func splitKey(k string) (ns, name string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
 		}
 	}
-	for _, r := range fn.idle {
-		rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement, Config: r.config, Idle: true})
-	}
-	return b.state.saveFunction(rec)
+	return "", k
 }
 
 func newReplicaID(fn string) string {

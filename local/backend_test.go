@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	"go.uber.org/zap/zaptest"
@@ -38,7 +39,7 @@ func fnSpec(name string, sm int, mem int64) scheduler.Function {
 
 func placements(t *testing.T, b *Backend) map[string]scheduler.Placement {
 	t.Helper()
-	return b.alloc.Placements()
+	return b.core.Allocator().Placements()
 }
 
 func pendingCount(t *testing.T, b *Backend) int {
@@ -293,4 +294,12 @@ func TestUpdateRestartsReplicasWithNewSpec(t *testing.T) {
 	if err := b.Update(ctx, fnSpec("nope", 10, 1)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("update unknown: %v", err)
 	}
+}
+
+// viewOf is the core's view of function k, read under the backend's lock
+// as every other reader does.
+func viewOf(b *Backend, k string) (lifecycle.FunctionView, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.core.Function(k)
 }

@@ -108,8 +108,8 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	if err := b.Deploy(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	fn := b.functions[key(DefaultNamespace, "rn")]
-	perReplica := fn.plan.Base.Throughput
+	fn, _ := viewOf(b, key(DefaultNamespace, "rn"))
+	perReplica := fn.Plan.Base.Throughput
 	t0 := time.Now()
 	b.Tick(t0)
 	load := func(from, to int, rate float64) time.Time {
@@ -127,8 +127,9 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	load(0, 60, rate)
 	st, _ := b.Status(ctx, DefaultNamespace, "rn")
 	capacity := 0.0
-	for _, r := range fn.replicas {
-		capacity += r.config.Throughput
+	fn, _ = viewOf(b, key(DefaultNamespace, "rn"))
+	for _, r := range fn.Live {
+		capacity += r.Config.Throughput
 	}
 	if capacity < rate || st.Replicas < 4 {
 		t.Fatalf("at %.0f req/s (%.1f per replica): %d replicas with %.1f req/s capacity", rate, perReplica, st.Replicas, capacity)
@@ -140,10 +141,10 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	if st.Replicas >= up || st.Replicas < 1 {
 		t.Fatalf("after the load dropped: %d replicas (was %d)", st.Replicas, up)
 	}
-	if len(fn.idle) == 0 {
+	if fn, _ = viewOf(b, key(DefaultNamespace, "rn")); len(fn.Warm) == 0 {
 		t.Fatal("removed replicas must stay warm")
 	}
-	for _, pl := range b.alloc.Usage() {
+	for _, pl := range b.core.Allocator().Usage() {
 		if pl.SMAllocated > 100 || pl.MemoryAllocated > pl.Device.MemoryBytes {
 			t.Fatalf("GPU oversubscribed: %+v", pl)
 		}
@@ -178,11 +179,11 @@ func TestWarmReplicaExpires(t *testing.T) {
 	if err := b.Scale(ctx, DefaultNamespace, "w", 0); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(b.alloc.Placements()); n != 1 {
+	if n := len(b.core.Allocator().Placements()); n != 1 {
 		t.Fatalf("warm replica must keep its booking, have %d", n)
 	}
 	b.Tick(time.Now().Add(b.cfg.WarmTTL + time.Second))
-	if n := len(b.alloc.Placements()); n != 0 {
+	if n := len(b.core.Allocator().Placements()); n != 0 {
 		t.Fatalf("warm replica must be gone after the TTL, %d bookings left", n)
 	}
 	if s := b.cache.Stats(); s.Expirations != 1 {
@@ -218,7 +219,8 @@ func TestWarmReplicaEvictedWhenMemoryIsNeeded(t *testing.T) {
 	if s := b.cache.Stats(); s.ReplicaEvictions != 1 {
 		t.Fatalf("replica evictions = %d, want 1", s.ReplicaEvictions)
 	}
-	if n := len(b.functions[key(DefaultNamespace, "a")].idle); n != 1 {
+	if a, _ := viewOf(b, key(DefaultNamespace, "a")); len(a.Warm) != 1 {
+		n := len(a.Warm)
 		t.Fatalf("a keeps %d warm replicas, want 1", n)
 	}
 }
@@ -273,8 +275,10 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	fn := b.functions[key(DefaultNamespace, "rn")]
-	r := fn.replicas[0]
+	fn, _ := viewOf(b, key(DefaultNamespace, "rn"))
+	b.mu.Lock()
+	r := b.running[fn.Live[0].ID]
+	b.mu.Unlock()
 	batch := int64(max(r.config.Batch, 1))
 	tests := []struct {
 		name     string
@@ -293,7 +297,7 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 			r.inFlight.Store(tt.inFlight)
 			b.Queued(DefaultNamespace, "rn", tt.queued)
 			b.mu.Lock()
-			got := b.backlogLocked(fn)
+			got := b.backlogLocked(fn.Key)
 			b.mu.Unlock()
 			if got != tt.want {
 				t.Fatalf("backlog %v, want %v", got, tt.want)
@@ -307,9 +311,8 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	b.Queued(DefaultNamespace, "rn", 1000)
 	t.Cleanup(func() { r.inFlight.Store(0); b.Queued(DefaultNamespace, "rn", 0) })
 	b.Tick(time.Now())
-	b.mu.Lock()
-	n, reason := len(fn.replicas), fn.lastScale
-	b.mu.Unlock()
+	fn, _ = viewOf(b, fn.Key)
+	n, reason := len(fn.Live), fn.LastScale
 	if n < 2 || !strings.Contains(reason, "backlog 2000") {
 		t.Fatalf("with 2,000 requests waiting: %d replicas (%q), want a scale-up for the backlog", n, reason)
 	}

@@ -80,8 +80,8 @@ func (b *Backend) DeleteNamespace(ctx context.Context, name string) error {
 	if name == DefaultNamespace {
 		return &gpu.FieldError{Field: "name", Reason: "the default namespace cannot be removed"}
 	}
-	for _, fn := range b.functions {
-		if fn.spec.Namespace() == name {
+	for _, v := range b.core.Functions() {
+		if v.Spec.Namespace() == name {
 			return &gpu.FieldError{Field: "name", Reason: fmt.Sprintf("namespace %s still has functions; remove them first", name)}
 		}
 	}

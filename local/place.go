@@ -5,113 +5,37 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	"go.uber.org/zap"
 )
 
-// reconcileLocked places pending replicas, oldest function first, and
-// starts them. It runs after every change that may free or need capacity.
-func (b *Backend) reconcileLocked(now time.Time) {
-	if b.closed {
+// startLocked launches a replica the core placed; a warm one (restored
+// warm) starts out of service.
+func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
+	started := time.Now() // the start-up's clock: now may be made up
+	ns, name := splitKey(e.Function)
+	v, ok := b.core.Function(e.Function)
+	if !ok || e.Replica.Placement == nil {
 		return
 	}
-	var evicted []stopJob
-	for _, fn := range b.sortedFunctionsLocked() {
-		placedAny := false
-		for _, r := range fn.replicas {
-			if r.placement != nil {
-				continue
-			}
-			began := time.Now() // not now: that may be a test's made-up time
-			p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: b.speedFor(fn, r.config)})
-			b.stats.Placed(gone, err, time.Since(began))
-			if err != nil {
-				if r.reason != err.Error() {
-					r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
-					b.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("replica", r.id), zap.String("reason", r.reason))
-					b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "pending: "+r.reason, now)
-				}
-				continue
-			}
-			evicted = append(evicted, b.forgetEvictedLocked(gone, now)...)
-			r.placement, r.reason, r.reasonCode = &p, "", ""
-			placedAny = true
-			b.startLocked(fn, r, now)
-		}
-		if placedAny {
-			if err := b.saveLocked(fn); err != nil {
-				b.log.Error("save placements", zap.String("function", fn.spec.Name()), zap.Error(err))
-			}
-		}
-	}
-	if len(evicted) > 0 {
-		go stopAll(context.Background(), evicted)
-	}
-}
-
-// forgetEvictedLocked drops the warm replicas the allocator evicted to make
-// room and returns them to stop.
-func (b *Backend) forgetEvictedLocked(ids []string, now time.Time) []stopJob {
-	var jobs []stopJob
-	for _, id := range ids {
-		for _, fn := range b.functions {
-			for i, r := range fn.idle {
-				if r.id != id {
-					continue
-				}
-				fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
-				b.log.Info("warm replica evicted to free GPU memory", zap.String("function", fn.spec.Name()), zap.String("replica", id))
-				b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), id, "warm replica evicted: its GPU memory was needed", now)
-				jobs = append(jobs, stopJob{run: r.run, dir: b.state.replicaDir(id)})
-				if err := b.saveLocked(fn); err != nil {
-					b.log.Error("save", zap.Error(err))
-				}
-				break
-			}
-		}
-	}
-	return jobs
-}
-
-// speedFor is the profiled throughput of fn's model at slice c on each
-// product, for the placement's speed preference; only profiles measured on
-// that product count.
-func (b *Backend) speedFor(fn *function, c scheduler.SliceConfig) func(string) float64 {
-	model := fn.plan.Request.Model
-	return func(product string) float64 {
-		p, fb, ok := b.cfg.Profiles.Lookup(model, product)
-		if !ok || fb.Used() {
-			return 0
-		}
-		lat, err := scheduler.LatencyAt(p, max(c.Batch, 1), float64(c.SMPercent))
-		if err != nil {
-			return 0
-		}
-		return float64(max(c.Batch, 1)) * 1000 / lat
-	}
-}
-
-// startLocked launches a placed replica.
-func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
-	started := time.Now() // the start-up's clock: now may be made up
-	ns, name := fn.spec.Namespace(), fn.spec.Name()
+	r := &replica{id: e.Replica.ID, fn: e.Function, config: e.Replica.Config}
+	p := *e.Replica.Placement
 	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
-	spec, err := b.replicaSpec(fn, r)
+	spec, err := b.replicaSpec(v, r, p)
 	if err != nil {
 		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
 		sink(r.id, "not started: "+err.Error())
 		return
 	}
-	b.cache.SetCapacity(r.id, modelCapacity(fn, r))
+	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
 	var run runner
 	switch {
 	case spec.Process == "":
@@ -123,7 +47,7 @@ func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
 	}
 	if spec.Process != "" {
 		// A process loads its model when it starts.
-		b.cache.Preload(r.id, fn.plan.Request.Model, modelBytes(fn.plan.Request), now)
+		b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
 	}
 	if err := run.Start(); err != nil {
 		b.log.Error("replica failed to start", zap.String("replica", r.id), zap.Error(err))
@@ -131,10 +55,11 @@ func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
 		return
 	}
 	r.run = b.watchStartup(r, run, started)
+	b.running[r.id] = r
 	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
-		zap.String("node", r.placement.Node), zap.Strings("gpus", r.placement.GPUs), zap.Int("smPercent", r.placement.Slice.SMPercent),
-		zap.String("memory", gpu.FormatBytes(r.placement.Slice.MemoryBytes)), zap.Int("batch", r.config.Batch), zap.Bool("emulated", r.emulated), zap.String("url", run.URL()))
-	sink(r.id, fmt.Sprintf("placed on %s GPU %s with %d%% SM and %s", r.placement.Node, strings.Join(r.placement.GPUs, ","), r.placement.Slice.SMPercent, gpu.FormatBytes(r.placement.Slice.MemoryBytes)))
+		zap.String("node", p.Node), zap.Strings("gpus", p.GPUs), zap.Int("smPercent", p.Slice.SMPercent),
+		zap.String("memory", gpu.FormatBytes(p.Slice.MemoryBytes)), zap.Int("batch", r.config.Batch), zap.Bool("emulated", r.emulated), zap.String("url", run.URL()))
+	sink(r.id, fmt.Sprintf("placed on %s GPU %s with %d%% SM and %s", p.Node, strings.Join(p.GPUs, ","), p.Slice.SMPercent, gpu.FormatBytes(p.Slice.MemoryBytes)))
 }
 
 // startupPoll is how often a starting replica is asked whether it is
@@ -148,7 +73,7 @@ const startupPoll = 10 * time.Millisecond
 // watch of its Stop.
 func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner {
 	if run.Ready() {
-		b.readied(r, time.Since(started))
+		b.readiedLocked(r, time.Since(started))
 		return run
 	}
 	w := &watchedRunner{runner: run, stopped: make(chan struct{})}
@@ -164,7 +89,9 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner
 			case <-t.C:
 			}
 			if run.Ready() {
-				b.readied(r, time.Since(started))
+				b.mu.Lock()
+				b.readiedLocked(r, time.Since(started))
+				b.mu.Unlock()
 				return
 			}
 		}
@@ -172,10 +99,11 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner
 	return w
 }
 
-// readied records that r became ready d after its placement.
-func (b *Backend) readied(r *replica, d time.Duration) {
+// readiedLocked records that r became ready d after its placement.
+func (b *Backend) readiedLocked(r *replica, d time.Duration) {
 	r.readyAfter.Store(int64(max(d, 1))) // 0 means not yet
 	b.stats.Started(d)
+	b.core.ReplicaReady(r.id)
 }
 
 // watchedRunner is a runner whose start-up is being watched; Stop ends the
@@ -200,10 +128,10 @@ func modelBytes(req gpu.Request) int64 {
 
 // modelCapacity is how many bytes of models a replica's memory limit
 // holds once its CUDA context is paid for.
-func modelCapacity(fn *function, r *replica) int64 {
-	mem := r.placement.Slice.MemoryBytes
-	if p := fn.plan.Profile; p != nil && p.MemoryBytes > p.ModelSizeBytes {
-		mem -= p.MemoryBytes - p.ModelSizeBytes
+func modelCapacity(plan scheduler.Plan, p scheduler.Placement) int64 {
+	mem := p.Slice.MemoryBytes
+	if pr := plan.Profile; pr != nil && pr.MemoryBytes > pr.ModelSizeBytes {
+		mem -= pr.MemoryBytes - pr.ModelSizeBytes
 	}
 	return max(mem, 0)
 }
@@ -211,11 +139,8 @@ func modelCapacity(fn *function, r *replica) int64 {
 // serveFor answers, for an emulated replica, what a request for a model
 // costs: its profiled latency at the replica's slice and, on a cache miss,
 // the profiled load time (less from the node tier).
-func (b *Backend) serveFor(fn *function, r *replica) func(model string) Service {
+func (b *Backend) serveFor(plan scheduler.Plan, r *replica) func(model string) Service {
 	sm, batch := float64(r.config.SMPercent), max(r.config.Batch, 1)
-	// A copy: an update replaces fn.plan under the backend's lock while this
-	// replica may still be answering.
-	plan := fn.plan
 	return func(model string) Service {
 		now := time.Now()
 		prof, size := plan.Profile, modelBytes(plan.Request)
@@ -266,83 +191,49 @@ func processOf(dep types.FunctionDeployment) string {
 // Provider settings that must not leak into a function's environment.
 var providerEnv = map[string]bool{"port": true, "basic_auth": true, "secret_mount_path": true, "read_timeout": true, "write_timeout": true}
 
-func (b *Backend) replicaSpec(fn *function, r *replica) (ReplicaSpec, error) {
-	dep := fn.spec.Deployment
+func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.Placement) (ReplicaSpec, error) {
+	dep := v.Spec.Deployment
 	dir := b.state.replicaDir(r.id)
 	secretsDir := filepath.Join(dir, "secrets")
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		return ReplicaSpec{}, fmt.Errorf("replica dir: %w", err)
 	}
 	for _, s := range dep.Secrets {
-		v, err := b.state.readSecret(dep.Namespace, s)
+		val, err := b.state.readSecret(dep.Namespace, s)
 		if err != nil {
 			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
 		}
-		if err := os.WriteFile(filepath.Join(secretsDir, s), v, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(secretsDir, s), val, 0o600); err != nil {
 			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
 		}
 	}
+	// A local process inherits the provider's environment, less its own
+	// settings; then what every backend gives a replica.
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] {
 			env = append(env, kv)
 		}
 	}
-	keys := make([]string, 0, len(dep.EnvVars))
-	for k := range dep.EnvVars {
-		keys = append(keys, k)
+	for _, e := range lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
+		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}) {
+		env = append(env, e.Name+"="+e.Value)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+dep.EnvVars[k])
-	}
-	process := processOf(dep)
-	if process != "" {
-		env = append(env, "fprocess="+process)
-	}
-	env = append(env, placementEnv(*r.placement, b.cfg.MPSPipeDir)...)
-	env = append(env,
-		"secret_mount_path="+secretsDir+"/",
-		"FAAS_GPU_REPLICA="+r.id,
-		"FAAS_GPU_MODEL="+fn.plan.Request.Model,
-	)
-	// A function that fixes its own batch size (as `faas-gpu profile` does
-	// for its batch points) keeps it; otherwise the plan's batch applies.
-	if _, own := dep.EnvVars["FAAS_GPU_BATCH"]; !own {
-		env = append(env, "FAAS_GPU_BATCH="+strconv.Itoa(max(r.config.Batch, 1)))
-	}
+	env = append(env, "secret_mount_path="+secretsDir+"/")
 	return ReplicaSpec{
 		ID:        r.id,
 		Function:  dep.Service,
 		Namespace: dep.Namespace,
-		Process:   process,
+		Process:   processOf(dep),
 		HTTPMode:  dep.EnvVars["mode"] == "http",
 		Env:       env,
 		WorkDir:   dir,
 		Emulation: Emulation{
 			Latency:  b.cfg.Emulation.Latency,
 			LoadTime: b.cfg.Emulation.LoadTime,
-			Model:    fn.plan.Request.Model,
+			Model:    v.Plan.Request.Model,
 			Slots:    max(r.config.Batch, 1),
-			Serve:    b.serveFor(fn, r),
+			Serve:    b.serveFor(v.Plan, r),
 		},
 	}, nil
-}
-
-// placementEnv is what tells CUDA and MPS which GPU and how much of it the
-// replica may use.
-func placementEnv(p scheduler.Placement, pipeDir string) []string {
-	devices := strings.Join(p.GPUs, ",")
-	limits := make([]string, len(p.GPUs))
-	for i := range p.GPUs {
-		// CUDA numbers the visible devices from 0 inside the process.
-		limits[i] = fmt.Sprintf("%d=%dM", i, p.Slice.MemoryBytes>>20)
-	}
-	return []string{
-		"NVIDIA_VISIBLE_DEVICES=" + devices,
-		"CUDA_VISIBLE_DEVICES=" + devices,
-		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(p.Slice.SMPercent),
-		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + strings.Join(limits, ","),
-		"CUDA_MPS_PIPE_DIRECTORY=" + pipeDir,
-	}
 }

@@ -1,10 +1,5 @@
 package local
 
-import (
-	"github.com/faas-gpu/faas-gpu/gpu"
-	"github.com/faas-gpu/faas-gpu/scheduler"
-)
-
 // A load from the node tier (the model file in host memory or on local
 // disk) skips the download and storage read of a cold load but still pays
 // deserialising and the copy to the GPU; 40 % of the cold time is our
@@ -13,10 +8,3 @@ const defaultNodeLoadFactor = 0.4
 
 // defaultModelBytes sizes a model no profile describes, for the cache.
 const defaultModelBytes = 256 << 20
-
-func (b *Backend) planFor(spec scheduler.Function) (scheduler.Plan, error) {
-	return scheduler.PlanFunction(spec, b.cfg.Profiles, b.product)
-}
-
-// requestOf is what replica r asks of a GPU.
-func requestOf(fn *function, r *replica) gpu.Request { return fn.plan.RequestFor(r.config) }

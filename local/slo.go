@@ -12,9 +12,6 @@ func (b *Backend) SLO(ns, name string) (time.Duration, bool) {
 	k := append(append(append(buf[:0], ns...), '/'), name...)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fn, ok := b.functions[string(k)]
-	if !ok || fn.plan.Request.SLO <= 0 {
-		return 0, false
-	}
-	return fn.plan.Request.SLO, true
+	slo, ok := b.slo[string(k)]
+	return slo, ok && slo > 0
 }

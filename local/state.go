@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
-	"time"
 
-	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/openfaas/faas-provider/types"
 )
 
@@ -29,20 +28,9 @@ type stateStore struct {
 	lock *os.File
 }
 
-type functionRecord struct {
-	Function  scheduler.Function `json:"function"`
-	Replicas  int                `json:"replicas"`
-	CreatedAt time.Time          `json:"createdAt"`
-	Placed    []replicaRecord    `json:"placed,omitempty"`
-}
-
-type replicaRecord struct {
-	ID        string                `json:"id"`
-	Placement scheduler.Placement   `json:"placement"`
-	Config    scheduler.SliceConfig `json:"config"`
-	// Idle marks a warm replica out of service.
-	Idle bool `json:"idle,omitempty"`
-}
+// functionRecord is what the state dir keeps of a function: the core's
+// record, as JSON.
+type functionRecord = lifecycle.Record
 
 func openState(dir string) (*stateStore, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "functions"), filepath.Join(dir, "secrets"), filepath.Join(dir, "replicas")} {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 )
@@ -19,9 +20,9 @@ func (b *Backend) List(ctx context.Context, ns string) ([]types.FunctionStatus, 
 		return nil, &gpu.FieldError{Field: "namespace", Reason: fmt.Sprintf("%q does not exist", ns)}
 	}
 	var out []types.FunctionStatus
-	for _, fn := range b.sortedFunctionsLocked() {
-		if fn.spec.Namespace() == ns {
-			out = append(out, b.statusLocked(fn))
+	for _, v := range b.core.Functions() {
+		if v.Spec.Namespace() == ns {
+			out = append(out, b.statusLocked(v))
 		}
 	}
 	return out, nil
@@ -31,15 +32,15 @@ func (b *Backend) List(ctx context.Context, ns string) ([]types.FunctionStatus, 
 func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
+	v, ok := b.core.Function(key(ns, name))
 	if !ok {
 		return types.FunctionStatus{}, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
-	return b.statusLocked(fn), nil
+	return b.statusLocked(v), nil
 }
 
-func (b *Backend) statusLocked(fn *function) types.FunctionStatus {
-	dep := fn.spec.Deployment
+func (b *Backend) statusLocked(v lifecycle.FunctionView) types.FunctionStatus {
+	dep := v.Spec.Deployment
 	st := types.FunctionStatus{
 		Name:                   dep.Service,
 		Image:                  dep.Image,
@@ -52,13 +53,13 @@ func (b *Backend) statusLocked(fn *function) types.FunctionStatus {
 		Limits:                 dep.Limits,
 		Requests:               dep.Requests,
 		ReadOnlyRootFilesystem: dep.ReadOnlyRootFilesystem,
-		Replicas:               uint64(fn.desired),
-		CreatedAt:              fn.createdAt,
+		Replicas:               uint64(v.Desired),
+		CreatedAt:              v.CreatedAt,
 	}
 	labels := map[string]string{}
 	if dep.Labels != nil {
-		for k, v := range *dep.Labels {
-			labels[k] = v
+		for k, val := range *dep.Labels {
+			labels[k] = val
 		}
 	}
 	if processOf(dep) == "" {
@@ -67,18 +68,19 @@ func (b *Backend) statusLocked(fn *function) types.FunctionStatus {
 	if len(labels) > 0 {
 		st.Labels = &labels
 	}
-	st.AvailableReplicas = uint64(readyCount(fn))
+	st.AvailableReplicas = uint64(len(b.readyLocked(v)))
 	return st
 }
 
-func readyCount(fn *function) int {
-	n := 0
-	for _, r := range fn.replicas {
-		if r.run != nil && r.run.Ready() {
-			n++
+// readyLocked are v's replicas in service that answer requests now.
+func (b *Backend) readyLocked(v lifecycle.FunctionView) []*replica {
+	var out []*replica
+	for _, rv := range v.Live {
+		if r := b.running[rv.ID]; r != nil && r.run != nil && r.run.Ready() {
+			out = append(out, r)
 		}
 	}
-	return n
+	return out
 }
 
 // ReadyEndpoints lists the replicas in service that answer requests now,
@@ -87,20 +89,21 @@ func readyCount(fn *function) int {
 func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
+	k := key(ns, name)
+	v, ok := b.core.Function(k)
 	if !ok {
 		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
-	fn.requests.Add(1)
-	fn.lastRequest.Store(time.Now().UnixNano())
+	l := b.loadOf(k)
+	l.requests.Add(1)
+	l.lastRequest.Store(time.Now().UnixNano())
 	if model == "" {
-		model = fn.plan.Request.Model
+		model = v.Plan.Request.Model
 	}
-	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
-	for _, r := range fn.replicas {
-		if r.run != nil && r.run.Ready() {
-			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Holds: b.cache.Holds(r.id, model), Models: len(b.cache.Models(r.id))})
-		}
+	ready := b.readyLocked(v)
+	eps := make([]scheduler.Endpoint, 0, len(ready))
+	for _, r := range ready {
+		eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Holds: b.cache.Holds(r.id, model), Models: len(b.cache.Models(r.id))})
 	}
 	return eps, nil
 }
@@ -110,15 +113,14 @@ func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, 
 func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fn, ok := b.functions[key(ns, name)]
+	v, ok := b.core.Function(key(ns, name))
 	if !ok {
 		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
-	eps := make([]scheduler.Endpoint, 0, len(fn.replicas))
-	for _, r := range fn.replicas {
-		if r.run != nil && r.run.Ready() {
-			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: len(b.cache.Models(r.id))})
-		}
+	ready := b.readyLocked(v)
+	eps := make([]scheduler.Endpoint, 0, len(ready))
+	for _, r := range ready {
+		eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: len(b.cache.Models(r.id))})
 	}
 	return eps, nil
 }
@@ -131,47 +133,48 @@ func (b *Backend) Holds(replicaID, model string) bool { return b.cache.Holds(rep
 func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	type owner struct {
-		fn *function
-		r  *replica
-	}
-	owners := map[string]owner{}
 	rep := scheduler.ClusterReport{Source: b.cfg.Inventory.Source, Emulated: b.cfg.Inventory.Emulated,
 		Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}, Functions: []scheduler.FunctionReport{}, Cache: b.cache.Stats(),
 		Stats: b.stats.Stats()}
-	for _, fn := range b.sortedFunctionsLocked() {
+	owner := map[string]lifecycle.FunctionView{}
+	for _, v := range b.core.Functions() {
 		fr := scheduler.FunctionReport{
-			Name: fn.spec.Name(), Namespace: fn.spec.Namespace(), Model: fn.plan.Request.Model,
-			SMPercent: fn.plan.Base.SMPercent, MemoryBytes: fn.plan.Request.MemoryBytes, Batch: max(fn.plan.Base.Batch, 1),
-			Autoscaled: fn.plan.Autoscaled, Decision: fn.plan.Decision, Rate: fn.rate.Rate(),
-			Replicas: fn.desired, Ready: readyCount(fn), Idle: len(fn.idle), LastScale: fn.lastScale,
+			Name: v.Spec.Name(), Namespace: v.Spec.Namespace(), Model: v.Plan.Request.Model,
+			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
+			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
+			Replicas: v.Desired, Ready: len(b.readyLocked(v)), Idle: len(v.Warm), LastScale: v.LastScale,
 		}
-		if fn.plan.Request.SLO > 0 {
-			fr.SLO = fn.plan.Request.SLO.String()
+		if v.Plan.Request.SLO > 0 {
+			fr.SLO = v.Plan.Request.SLO.String()
 		}
-		for _, r := range fn.replicas {
-			owners[r.id] = owner{fn, r}
-			if r.placement == nil {
+		for _, r := range v.Live {
+			owner[r.ID] = v
+			if r.Placement == nil {
 				fr.Pending++
-				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.id, Function: fn.spec.Name(), Namespace: fn.spec.Namespace(),
-					Reason: r.reason, ReasonCode: r.reasonCode, Since: r.pendingSince})
+				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.ID, Function: v.Spec.Name(), Namespace: v.Spec.Namespace(),
+					Reason: r.Reason, ReasonCode: r.ReasonCode, Since: r.PendingSince})
 			}
 		}
-		for _, r := range fn.idle {
-			owners[r.id] = owner{fn, r}
+		for _, r := range v.Warm {
+			owner[r.ID] = v
 		}
 		rep.Functions = append(rep.Functions, fr)
-		if fn.plan.Autoscaled || fn.spec.Scale.Zero || fn.scaledUp+fn.scaledDown > 0 {
+		if v.Plan.Autoscaled || v.Spec.Scale.Zero || v.ScaledUp+v.ScaledDown > 0 {
 			rep.Stats.Autoscaler = append(rep.Stats.Autoscaler, scheduler.ScaleActions{
-				Function: fn.spec.Name(), Namespace: fn.spec.Namespace(), Up: fn.scaledUp, Down: fn.scaledDown})
+				Function: v.Spec.Name(), Namespace: v.Spec.Namespace(), Up: v.ScaledUp, Down: v.ScaledDown})
 		}
 	}
-	rep.Nodes = scheduler.NodeReports(b.alloc.Usage(), b.cache, func(id string, rr *scheduler.ReplicaReport) {
-		if o, ok := owners[id]; ok {
-			rr.Function, rr.Namespace = o.fn.spec.Name(), o.fn.spec.Namespace()
-			rr.Ready = !rr.Idle && o.r.run != nil && o.r.run.Ready()
-			rr.Emulated = o.r.emulated
-			if d := o.r.readyAfter.Load(); d > 0 {
+	rep.Nodes = scheduler.NodeReports(b.core.Usage(), b.cache, func(id string, rr *scheduler.ReplicaReport) {
+		v, ok := owner[id]
+		if !ok {
+			return
+		}
+		rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
+		r := b.running[id]
+		rr.Ready = !rr.Idle && r != nil && r.run != nil && r.run.Ready()
+		if r != nil {
+			rr.Emulated = r.emulated
+			if d := r.readyAfter.Load(); d > 0 {
 				s := time.Duration(d).Seconds()
 				rr.ReadyAfterSeconds = &s
 			}
