@@ -309,7 +309,7 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionLister:  handlers.MakeListHandler(backend, invocations),
 		DeployFunction:  handlers.MakeDeployHandler(backend, hlog),
 		UpdateFunction:  handlers.MakeUpdateHandler(backend, hlog),
-		DeleteFunction:  handlers.MakeDeleteHandler(backend, invocations, hlog),
+		DeleteFunction:  handlers.MakeDeleteHandler(backend, hlog, invocations, proxyOpts.Metrics),
 		FunctionStatus:  handlers.MakeStatusHandler(backend, invocations),
 		ScaleFunction:   handlers.MakeScaleHandler(backend, hlog),
 		Info:            handlers.MakeInfoHandler(orchestration, version, commit),

@@ -22,6 +22,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	sdk "github.com/openfaas/go-sdk"
 )
@@ -162,7 +163,7 @@ func TestProfileEndToEnd(t *testing.T) {
 			Image:       "example/consumer", // no process: an emulated replica
 			Annotations: &map[string]string{"com.openfaas.gpu.model": "smfn"},
 		})
-		choice, err := profiles.Choose(&p, 0, profiles.ChooseOptions{})
+		choice, err := scheduler.Choose(&p, 0, scheduler.ChooseOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,9 +104,18 @@ func makeDeployOrUpdate(apply func(context.Context, scheduler.Function) error, v
 	}
 }
 
+// Forgetter drops what it keeps per function (invocation counts, metric
+// series) once the function is deleted.
+type Forgetter interface {
+	Forget(namespace, name string)
+}
+
 // MakeDeleteHandler serves DELETE /system/functions. faas-cli sends the
-// namespace in the body, the UI in the query string.
-func MakeDeleteHandler(b FunctionBackend, inv *Invocations, log *zap.Logger) http.HandlerFunc {
+// namespace in the body, the UI in the query string. Once the backend has
+// deleted the function, each of forget drops what it kept of it: the
+// handler is where the provider learns of the delete, so it is the one
+// place that tells them.
+func MakeDeleteHandler(b FunctionBackend, log *zap.Logger, forget ...Forgetter) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req types.DeleteFunctionRequest
 		if err := decodeBody(w, r, &req); err != nil {
@@ -126,7 +135,9 @@ func MakeDeleteHandler(b FunctionBackend, inv *Invocations, log *zap.Logger) htt
 			writeError(w, err)
 			return
 		}
-		inv.Forget(ns, req.FunctionName)
+		for _, f := range forget {
+			f.Forget(ns, req.FunctionName)
+		}
 		log.Info("delete", zap.String("function", req.FunctionName), zap.String("namespace", ns))
 		w.WriteHeader(http.StatusAccepted)
 	}

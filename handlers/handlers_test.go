@@ -51,7 +51,7 @@ func newServerAndBackend(t testing.TB, cfg local.Config, popts handlers.ProxyOpt
 	r.HandleFunc("/system/functions", handlers.MakeListHandler(b, inv)).Methods(http.MethodGet)
 	r.HandleFunc("/system/functions", handlers.MakeDeployHandler(b, log)).Methods(http.MethodPost)
 	r.HandleFunc("/system/functions", handlers.MakeUpdateHandler(b, log)).Methods(http.MethodPut)
-	r.HandleFunc("/system/functions", handlers.MakeDeleteHandler(b, inv, log)).Methods(http.MethodDelete)
+	r.HandleFunc("/system/functions", handlers.MakeDeleteHandler(b, log, inv, popts.Metrics)).Methods(http.MethodDelete)
 	r.HandleFunc("/system/function/"+name, handlers.MakeStatusHandler(b, inv)).Methods(http.MethodGet)
 	r.HandleFunc("/system/scale-function/"+name, handlers.MakeScaleHandler(b, log)).Methods(http.MethodPost)
 	r.HandleFunc("/system/info", handlers.MakeInfoHandler("local", "test", "sha")).Methods(http.MethodGet)

@@ -119,6 +119,92 @@ faas_gpu_function_replicas{function="d",namespace="openfaas-fn",state="ready"} 0
 	}
 }
 
+// TestDeletedFunctionHasNoSeries: after a function is deleted no series
+// is labelled with it, from the proxy or from the collector; deployed again
+// under the same name it starts from zero.
+func TestDeletedFunctionHasNoSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	pm := handlers.NewProxyMetrics(reg)
+	srv, b := newServerAndBackend(t, local.Config{Emulation: local.Emulation{Latency: time.Millisecond}}, handlers.ProxyOptions{Timeout: 5 * time.Second, Metrics: pm})
+	reg.MustRegister(handlers.NewCollector(b))
+
+	deploy := `{"service":"a","image":"img","annotations":{"com.openfaas.gpu.sm":"30","com.openfaas.gpu.memory":"4Gi","com.openfaas.gpu.slo":"60ms"}}`
+	mustDo(t, srv, "POST", "/system/functions", deploy, 202)
+	mustDo(t, srv, "POST", "/system/functions", `{"service":"keep","image":"img","annotations":{"com.openfaas.gpu.sm":"20","com.openfaas.gpu.memory":"2Gi","com.openfaas.gpu.slo":"60ms"}}`, 202)
+	waitReady(t, srv, "a")
+	waitReady(t, srv, "keep")
+	for range 3 {
+		invoke(t, srv, "/function/a", "")
+	}
+	invoke(t, srv, "/function/keep", "")
+	// Each family the proxy labels by function has a series for a now, so
+	// the check below sees them go rather than never come.
+	for _, name := range []string{"faas_gpu_invocations_total", "faas_gpu_invocation_duration_seconds", "faas_gpu_function_slo_violations_total", "faas_gpu_function_replicas"} {
+		if got := seriesOf(t, reg, "a")[name]; got == 0 {
+			t.Fatalf("before the delete: no %s series for a", name)
+		}
+	}
+
+	mustDo(t, srv, "DELETE", "/system/functions", `{"functionName":"a"}`, 202)
+	if left := seriesOf(t, reg, "a"); len(left) != 0 {
+		t.Errorf("after the delete, series labelled function=a: %v", left)
+	}
+	if kept := seriesOf(t, reg, "keep")["faas_gpu_invocations_total"]; kept != 1 {
+		t.Errorf("the other function's invocation series: %d, want 1", kept)
+	}
+
+	mustDo(t, srv, "POST", "/system/functions", deploy, 202)
+	waitReady(t, srv, "a")
+	invoke(t, srv, "/function/a", "")
+	if got := invocationsOf(t, reg, "a"); got != 1 {
+		t.Errorf("redeployed a: %v invocations counted, want 1 (the new one only)", got)
+	}
+}
+
+// seriesOf counts, per metric family, the series labelled function=name.
+func seriesOf(t *testing.T, g prometheus.Gatherer, name string) map[string]int {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "function" && lp.GetValue() == name {
+					out[mf.GetName()]++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// invocationsOf sums faas_gpu_invocations_total over the series of
+// function name.
+func invocationsOf(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "faas_gpu_invocations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "function" && lp.GetValue() == name {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
 // histogramCount is the sample count of the series of histogram name with
 // labels.
 func histogramCount(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) uint64 {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -10,12 +11,30 @@ import (
 
 // ProxyMetrics are the invocation proxy's own measurements: Prometheus
 // series, and the last minute per function for /system/gpus and the page.
+//
+// It owns every series labelled by function: Forget drops a deleted
+// function's, so a function deployed again under its name starts from zero
+// and a removed one leaves nothing behind.
 type ProxyMetrics struct {
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	violations *prometheus.CounterVec
 	window     *latencyWindow
+	now        func() time.Time
+
+	// mu guards deleted. Observers hold it for reading from the check to
+	// the record, so a Forget never falls between them and leaves a
+	// series behind.
+	mu sync.RWMutex
+	// deleted is when each function was last forgotten: a request that
+	// started before then was for the deleted function, and is not
+	// counted against one deployed since under the same name.
+	deleted map[windowKey]time.Time
 }
+
+// forgetTTL is how long a deletion is remembered, to drop requests that
+// were in flight when it happened: far longer than any proxy timeout.
+const forgetTTL = time.Hour
 
 // NewProxyMetrics registers the proxy's metrics with reg.
 func NewProxyMetrics(reg prometheus.Registerer) *ProxyMetrics {
@@ -41,7 +60,9 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 			Name: "faas_gpu_function_slo_violations_total",
 			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures) or failed with a 5xx or a proxy error.",
 		}, []string{"function", "namespace"}),
-		window: newLatencyWindow(now),
+		window:  newLatencyWindow(now),
+		now:     now,
+		deleted: map[windowKey]time.Time{},
 	}
 	reg.MustRegister(m.requests, m.duration, m.violations)
 	return m
@@ -57,6 +78,11 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 	if cacheOutcome == "" {
 		cacheOutcome = "unknown"
 	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if at, ok := m.deleted[windowKey{ns, name}]; ok && !m.now().Add(-d).After(at) {
+		return
+	}
 	m.requests.WithLabelValues(name, ns, strconv.Itoa(code), cacheOutcome).Inc()
 	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
 	violated := slo > 0 && (d > slo || code >= 500)
@@ -69,6 +95,36 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 		}
 	}
 	m.window.observe(ns, name, d, violated)
+}
+
+// Forget drops every series and the recent window of a deleted function.
+// Requests to it still in flight are not counted when they end.
+func (m *ProxyMetrics) Forget(namespace, name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for k, at := range m.deleted {
+		if now.Sub(at) > forgetTTL {
+			delete(m.deleted, k)
+		}
+	}
+	m.deleted[windowKey{namespace, name}] = now
+	fn := prometheus.Labels{"function": name, "namespace": namespace}
+	m.requests.DeletePartialMatch(fn)
+	m.duration.DeletePartialMatch(fn)
+	m.violations.DeletePartialMatch(fn)
+	m.window.forget(namespace, name)
+}
+
+// forget drops a function's recent window at once rather than when it ages
+// out, so a function deployed again does not show the old one's minute.
+func (w *latencyWindow) forget(ns, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.series, windowKey{ns, name})
 }
 
 // Measured is the function's last minute as the proxy saw it (false: no

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -297,5 +298,76 @@ func TestProxyCountsAQueueTimeoutAsAViolation(t *testing.T) {
 	}
 	if got, ok := m.Measured(DefaultNamespace, "ocr", 5*time.Second); !ok || got.Requests != 1 || got.SLOViolations == nil || *got.SLOViolations != 1 {
 		t.Errorf("measured %+v, want 1 request, 1 violation", got)
+	}
+}
+
+// Forget drops a function's series and window, and a request that was in
+// flight when it happened is not counted when it ends, whether or not the
+// name was deployed again meanwhile; one that started after it is.
+func TestProxyMetricsForget(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	tests := []struct {
+		name string
+		// started and ended are the request's times, relative to the
+		// delete at t0.
+		started, ended time.Duration
+		counted        bool
+	}{
+		{"in flight across the delete", -2 * time.Second, time.Second, false},
+		{"started as it was deleted", 0, time.Second, false},
+		{"started after the delete", time.Millisecond, time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := t0.Add(-time.Second)
+			reg := prometheus.NewRegistry()
+			m := newProxyMetrics(reg, func() time.Time { return now })
+			for _, fn := range []string{"gone", "kept"} {
+				m.observe("ns", fn, 200, "hit", 10*time.Millisecond, time.Second)
+			}
+			now = t0
+			m.Forget("ns", "gone")
+			if n := testutil.CollectAndCount(reg); n != 3 {
+				t.Errorf("after Forget: %d series, want kept's 3", n)
+			}
+			if _, ok := m.Measured("ns", "gone", time.Second); ok {
+				t.Error("after Forget the window still measures gone")
+			}
+			if _, ok := m.Measured("ns", "kept", time.Second); !ok {
+				t.Error("Forget of gone dropped kept's window")
+			}
+
+			now = t0.Add(tt.ended)
+			m.observe("ns", "gone", 200, "hit", tt.ended-tt.started, time.Second)
+			got := testutil.ToFloat64(m.requests.WithLabelValues("gone", "ns", "200", "hit"))
+			if want := map[bool]float64{false: 0, true: 1}[tt.counted]; got != want {
+				t.Errorf("invocations of gone after the delete: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// Requests that end while their function is being forgotten either land
+// before the Forget, which drops them, or after, which ignores them: no
+// series is left behind (and -race sees the observers and Forget share
+// their state safely).
+func TestProxyMetricsForgetRacesObserve(t *testing.T) {
+	at := time.Unix(5000, 0)
+	for range 20 {
+		reg := prometheus.NewRegistry()
+		m := newProxyMetrics(reg, func() time.Time { return at })
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 200 {
+					m.observe("ns", "fn", 200, "hit", time.Second, time.Second)
+				}
+			})
+		}
+		wg.Go(func() { m.Forget("ns", "fn") })
+		wg.Wait()
+		if n := testutil.CollectAndCount(reg); n != 0 {
+			t.Fatalf("%d series left after Forget", n)
+		}
 	}
 }

@@ -66,7 +66,7 @@ func TestProfileChoosesTheSlice(t *testing.T) {
 	// The slice is planned against SLO/2 (scheduler.SLOQueueingFactor): a
 	// request that waits out one running batch still meets the 50-ms SLO.
 	// So it is the profile's choice at 25 ms, and the decision says so.
-	want, err := builtinProfiles(t).Choose("resnet50", gpu.V100Product, 25*time.Millisecond, profiles.ChooseOptions{BoundName: "SLO/2"})
+	want, err := scheduler.ChooseModel(builtinProfiles(t), "resnet50", gpu.V100Product, 25*time.Millisecond, scheduler.ChooseOptions{BoundName: "SLO/2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package profiles
 
 import (
 	"testing"
-	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 )
@@ -13,26 +12,6 @@ func benchProfile(b *testing.B) *Profile {
 		b.Fatal("no resnet50")
 	}
 	return p
-}
-
-func BenchmarkChoose(b *testing.B) {
-	p := benchProfile(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Choose(p, 50*time.Millisecond, ChooseOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkChooseNoSLO(b *testing.B) {
-	p := benchProfile(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Choose(p, 0, ChooseOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 func BenchmarkLatency(b *testing.B) {

@@ -108,6 +108,45 @@ func (p *Profile) curve(batch, quota int) (*curve, error) {
 		p.Model, p.GPU, batch, quota, joinInts(idx.batches[quota]), ErrNotMeasured)
 }
 
+// Curve is one measured curve of a profile, read-only: the latency of a
+// batch at a quota against SM %, ascending in SM %, with the latency read
+// from the lower envelope as Latency reads it. It is how a decision outside
+// this package walks the measured points without copying them.
+type Curve struct {
+	Batch, Quota int
+	c            *curve
+}
+
+// Len is the number of measured SM points.
+func (c Curve) Len() int { return len(c.c.sm) }
+
+// SM is the i-th measured SM %, ascending.
+func (c Curve) SM(i int) int { return c.c.sm[i] }
+
+// Latency is the envelope latency (ms) at the i-th measured SM %: the
+// lowest measured at that SM % or any smaller one.
+func (c Curve) Latency(i int) float64 { return c.c.env[i] }
+
+// Curve is the measured curve at batch and quota; a batch or quota with no
+// points is an error wrapping ErrNotMeasured that lists what was measured.
+func (p *Profile) Curve(batch, quota int) (Curve, error) {
+	c, err := p.curve(batch, quota)
+	if err != nil {
+		return Curve{}, err
+	}
+	return Curve{Batch: batch, Quota: quota, c: c}, nil
+}
+
+// Curves are the measured curves at quota, ascending in batch.
+func (p *Profile) Curves(quota int) []Curve {
+	idx := p.index()
+	out := make([]Curve, 0, len(idx.batches[quota]))
+	for _, b := range idx.batches[quota] {
+		out = append(out, Curve{Batch: b, Quota: quota, c: idx.curves[curveKey{b, quota}]})
+	}
+	return out
+}
+
 // Latency is the time (ms) one batch takes on a slice of sm percent of the
 // GPU's SMs at the given time quota, read from the lower envelope of the
 // measured points (see curve) and interpolated linearly between measured

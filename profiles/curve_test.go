@@ -3,6 +3,7 @@ package profiles
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,6 +152,59 @@ func TestLatencyMonotoneOnBuiltin(t *testing.T) {
 				}
 				prev = lat
 			}
+		}
+	}
+}
+
+// Curves and Curve give the measured points with the envelope latency, in
+// the order Latency reads them, and the same errors as Latency for what was
+// not measured.
+func TestCurves(t *testing.T) {
+	p := noisy(t)
+	type pt struct {
+		sm  int
+		lat float64
+	}
+	read := func(c Curve) []pt {
+		var out []pt
+		for i := range c.Len() {
+			out = append(out, pt{c.SM(i), c.Latency(i)})
+		}
+		return out
+	}
+	tests := []struct {
+		batch, quota int
+		want         []pt
+	}{
+		// sm 30 and 50 take sm 20's 20 ms: the envelope.
+		{1, FullQuota, []pt{{10, 40}, {20, 20}, {30, 20}, {50, 20}, {80, 10}}},
+		{4, FullQuota, []pt{{20, 60}, {40, 30}}},
+		{1, 50, []pt{{10, 80}, {20, 40}}},
+	}
+	for _, tt := range tests {
+		c, err := p.Curve(tt.batch, tt.quota)
+		if err != nil {
+			t.Fatalf("Curve(%d, %d): %v", tt.batch, tt.quota, err)
+		}
+		if got := read(c); c.Batch != tt.batch || c.Quota != tt.quota || !slices.Equal(got, tt.want) {
+			t.Errorf("Curve(%d, %d) = batch %d quota %d %v, want %v", tt.batch, tt.quota, c.Batch, c.Quota, got, tt.want)
+		}
+	}
+	all := p.Curves(FullQuota)
+	if len(all) != 2 || all[0].Batch != 1 || all[1].Batch != 4 || !slices.Equal(read(all[1]), tests[1].want) {
+		t.Errorf("Curves(100): %d curves, batches %v", len(all), func() (b []int) {
+			for _, c := range all {
+				b = append(b, c.Batch)
+			}
+			return b
+		}())
+	}
+	if got := p.Curves(10); len(got) != 0 {
+		t.Errorf("Curves(10) = %d curves, want none", len(got))
+	}
+	for _, k := range [][2]int{{2, FullQuota}, {1, 10}} {
+		if _, err := p.Curve(k[0], k[1]); !errors.Is(err, ErrNotMeasured) {
+			t.Errorf("Curve(%d, %d): err = %v, want ErrNotMeasured", k[0], k[1], err)
 		}
 	}
 }

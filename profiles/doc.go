@@ -1,8 +1,9 @@
 // Package profiles holds what faas-gpu knows about a model's speed on a GPU
 // slice: profile files measured at a grid of (batch, SM %, time quota),
 // lookup by (model, GPU product), interpolation between measured SM
-// points, the choice of the slice that meets a latency SLO, and import of
-// measured tables such as the RaPP V100 data.
+// points, the measured curves, and import of measured tables such as the
+// RaPP V100 data. It gives data only: which slice a function gets is
+// decided in package scheduler (Choose, PlanFunction).
 //
 // The package is pure: no clock, no network, no package-level mutable
 // state. Time (an SLO) and data (a Store) come in as arguments, so the

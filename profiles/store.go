@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -9,6 +10,10 @@ import (
 	"slices"
 	"sync"
 )
+
+// ErrNoProfile says a model has no profile for any GPU product: how a
+// caller reports a Lookup that finds nothing.
+var ErrNoProfile = errors.New("no profile")
 
 // Fallback says that a lookup for one GPU product was answered with a
 // profile measured on another. The zero value means no fallback.

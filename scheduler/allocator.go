@@ -261,31 +261,41 @@ func memWanted(req gpu.Request) string {
 	return gpu.FormatBytes(req.MemoryBytes)
 }
 
-// evictLocked stops idle warm replicas on g, least recently idle first,
-// until s fits.
+// evictLocked stops idle warm replicas booked on g, least recently idle
+// first (ties by ID), until s fits, and counts each eviction. Every idle
+// booking on g is a candidate, not only those the cache lists under g: a
+// replica spanning GPUs is listed under its first, and a backend may have
+// made the cache forget one. One the cache does not know goes first, as
+// it holds no model the cache could route to.
 func (a *Allocator) evictLocked(g *gpuState, s gpu.Slice, now time.Time) []string {
-	var evicted []string
-	for _, ir := range a.cache.Idle(g.dev.UUID) {
-		if g.fits(s) {
-			break
-		}
-		if _, ok := g.replicas[ir.ID]; !ok {
-			continue
-		}
-		a.releaseLocked(ir.ID, now)
-		a.cache.CountEviction(false)
-		evicted = append(evicted, ir.ID)
+	if g.fits(s) {
+		return nil
 	}
-	// Idle bookings the cache does not know of (none in practice) go too, so
-	// the fit promised by fitsAfterEviction holds.
-	for rid, b := range g.replicas {
+	since := map[string]time.Time{}
+	for _, ir := range a.cache.Idle("") {
+		since[ir.ID] = ir.Since
+	}
+	var idle []string
+	for id, b := range g.replicas {
+		if b.idle {
+			idle = append(idle, id)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool {
+		si, sj := since[idle[i]], since[idle[j]]
+		if !si.Equal(sj) {
+			return si.Before(sj)
+		}
+		return idle[i] < idle[j]
+	})
+	var evicted []string
+	for _, id := range idle {
 		if g.fits(s) {
 			break
 		}
-		if b.idle {
-			a.releaseLocked(rid, now)
-			evicted = append(evicted, rid)
-		}
+		a.releaseLocked(id, now)
+		a.cache.CountEviction(false)
+		evicted = append(evicted, id)
 	}
 	return evicted
 }

@@ -295,3 +295,80 @@ func TestParseScalePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictionOrderAndCount: a slice that fits only once idle warm replicas
+// go evicts them least recently idled first, ties by ID, whatever the
+// cache lists under the GPU, and counts every eviction. The restored cases
+// are warm replicas booked on this GPU that the cache lists under another
+// one (a placement restored with its GPUs in that order, as the Kubernetes
+// backend rebuilds them); they went in map order, uncounted.
+func TestEvictionOrderAndCount(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// Idled in this order; r1 and r5 tie, so ID decides.
+	idled := []struct {
+		id string
+		at time.Time
+	}{{"r3", t0}, {"r1", t0.Add(time.Second)}, {"r5", t0.Add(time.Second)}, {"r2", t0.Add(2 * time.Second)}, {"r4", t0.Add(3 * time.Second)}}
+	slice := gpu.Slice{SMPercent: 10, MemoryBytes: 3 << 30}
+	tests := []struct {
+		name string
+		inv  gpu.Inventory
+		// book places the five replicas.
+		book func(*Allocator) error
+		req  gpu.Request
+		want []string
+	}{
+		{"listed under this GPU", inventory([]int64{16}), func(a *Allocator) error {
+			for _, r := range idled {
+				if _, err := reserve(a, r.id, gpu.Request{SMPercent: slice.SMPercent, MemoryBytes: slice.MemoryBytes}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, gpu.Request{SMPercent: 10, MemoryBytes: 5 << 30}, []string{"r3", "r1"}},
+		{"restored, listed under another GPU", inventory([]int64{16, 16}), func(a *Allocator) error {
+			for _, r := range idled {
+				if err := a.Restore(r.id, Placement{Node: "n0", GPUs: []string{"n0-g1", "n0-g0"}, Slice: slice}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, gpu.Request{SMPercent: 10, MemoryBytes: 5 << 30}, []string{"r3", "r1"}},
+		{"restored, whole GPU wanted", inventory([]int64{16, 16}), func(a *Allocator) error {
+			for _, r := range idled {
+				if err := a.Restore(r.id, Placement{Node: "n0", GPUs: []string{"n0-g1", "n0-g0"}, Slice: slice}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, gpu.Request{WholeGPUs: 1}, []string{"r3", "r1", "r5", "r2", "r4"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Map iteration order differs from run to run: one lucky run
+			// proves nothing.
+			for run := range 50 {
+				a := NewAllocator(tt.inv, nil)
+				if err := tt.book(a); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range idled {
+					if err := a.Demote(r.id, r.at); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, evicted, err := a.Place("new", tt.req, Hints{Now: t0.Add(time.Minute)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(evicted, tt.want) {
+					t.Fatalf("run %d: evicted %v, want %v", run, evicted, tt.want)
+				}
+				if got := a.Cache().Stats().ReplicaEvictions; got != uint64(len(tt.want)) {
+					t.Fatalf("run %d: %d evictions counted, want %d", run, got, len(tt.want))
+				}
+				checkInvariants(t, a)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
 // bigCluster is 1,000 nodes of 8 V100s with 20,000 replicas placed, each
@@ -85,5 +86,34 @@ func BenchmarkRoute(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		_ = LocalityAware(cands, 2)
+	}
+}
+
+func resnet50(b *testing.B) *profiles.Profile {
+	b.Helper()
+	p, _, ok := builtin(b).Lookup("resnet50", gpu.V100Product)
+	if !ok {
+		b.Fatal("no resnet50")
+	}
+	return p
+}
+
+func BenchmarkChoose(b *testing.B) {
+	p := resnet50(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Choose(p, 50*time.Millisecond, ChooseOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkChooseNoSLO(b *testing.B) {
+	p := resnet50(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Choose(p, 0, ChooseOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

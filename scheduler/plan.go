@@ -31,7 +31,7 @@ type Plan struct {
 // runs in the next batch (L): arrival to response is under 2L. With
 // L ≤ SLO/2 every request that finds at most one batch ahead of it (fewer
 // than b waiting at its replica) meets the SLO, and one that finds its
-// replica idle takes L. Planning with L ≤ SLO, as profiles.Choose alone
+// replica idle takes L. Planning with L ≤ SLO, as Choose alone
 // does, lets any request that meets a running batch miss it. Queues deeper
 // than one batch are not the slice's to absorb: the autoscaler prevents
 // them (headroom on the rate, and the backlog drained within DrainTime).
@@ -54,23 +54,23 @@ func PlanBound(p *profiles.Profile, slo time.Duration, maxBatch int) (bound time
 	return slo, false
 }
 
-// ChooseSlice is PlanFunction's slice choice for an SLO: profiles.Choose
+// ChooseSlice is PlanFunction's slice choice for an SLO: Choose
 // against PlanBound(p, slo, opts.MaxBatch), its explanation naming the
 // bound ("21.1 ms ≤ SLO/2 (50ms)"). An SLO that no slice meets at
 // SLO/SLOQueueingFactor but some slice meets outright is accepted: the
 // slice is chosen against the SLO and the explanation carries a warning
 // (docs/scheduling.md says why it is not refused). One that no slice
-// meets at all is a *profiles.UnmetSLOError naming the SLO. Without an
-// SLO it is profiles.Choose.
-func ChooseSlice(p *profiles.Profile, slo time.Duration, opts profiles.ChooseOptions) (profiles.Choice, error) {
+// meets at all is a *UnmetSLOError naming the SLO. Without an
+// SLO it is Choose.
+func ChooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	if slo <= 0 {
-		return profiles.Choose(p, slo, opts)
+		return Choose(p, slo, opts)
 	}
 	bound, queueSafe := PlanBound(p, slo, opts.MaxBatch)
 	if queueSafe {
 		opts.BoundName = fmt.Sprintf("SLO/%d", SLOQueueingFactor)
 	}
-	c, err := profiles.Choose(p, bound, opts)
+	c, err := Choose(p, bound, opts)
 	if err != nil {
 		return c, err
 	}
@@ -138,9 +138,9 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 			pl.Decision += " (" + fb.String() + ")"
 		}
 	default:
-		c, err := ChooseSlice(prof, req.SLO, profiles.ChooseOptions{Fallback: fb})
+		c, err := ChooseSlice(prof, req.SLO, ChooseOptions{Fallback: fb})
 		if err != nil {
-			var unmet *profiles.UnmetSLOError
+			var unmet *UnmetSLOError
 			if errors.As(err, &unmet) {
 				return Plan{}, &gpu.FieldError{Field: gpu.AnnotationSLO, Reason: err.Error()}
 			}

@@ -18,7 +18,7 @@ var (
 	builtinErr   error
 )
 
-func builtin(t *testing.T) *profiles.Store {
+func builtin(t testing.TB) *profiles.Store {
 	t.Helper()
 	builtinOnce.Do(func() { builtinStore, builtinErr = profiles.Builtin() })
 	if builtinErr != nil {

@@ -109,7 +109,7 @@ func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch 
 	if maxBatch <= 0 || plan.Profile == nil || explicitSM {
 		return plan, nil
 	}
-	c, err := scheduler.ChooseSlice(plan.Profile, slo, profiles.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
+	c, err := scheduler.ChooseSlice(plan.Profile, slo, scheduler.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
 	if err != nil {
 		return plan, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/profiles/profiler"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,7 +294,7 @@ func TestProfileOnKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := profiles.Choose(&prof, 0, profiles.ChooseOptions{})
+	want, err := scheduler.Choose(&prof, 0, scheduler.ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package profiles
+package scheduler
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
 // Decisions on the RaPP table, as a person finds them by reading its
@@ -63,10 +64,10 @@ func TestChooseOnRaPPData(t *testing.T) {
 		// mobilenet_v3_large,1,25,100,10.868 within.
 		{"mobilenet_v3_large", 0, 25, 1, 10.868},
 	}
-	s := builtinStore(t)
+	s := builtin(t)
 	for _, tt := range tests {
 		t.Run(tt.model+"/"+tt.slo.String(), func(t *testing.T) {
-			c, err := s.Choose(tt.model, gpu.V100Product, tt.slo, ChooseOptions{})
+			c, err := ChooseModel(s, tt.model, gpu.V100Product, tt.slo, ChooseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,8 +83,8 @@ func TestChooseOnRaPPData(t *testing.T) {
 }
 
 func TestChooseExplanation(t *testing.T) {
-	s := builtinStore(t)
-	c, err := s.Choose("resnet50", gpu.V100Product, 50*time.Millisecond, ChooseOptions{})
+	s := builtin(t)
+	c, err := ChooseModel(s, "resnet50", gpu.V100Product, 50*time.Millisecond, ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestChooseExplanation(t *testing.T) {
 		t.Errorf("explanation\n got %s\nwant %s", c.Explanation, want)
 	}
 
-	c, err = s.Choose("resnet50", "NVIDIA T4", 50*time.Millisecond, ChooseOptions{})
+	c, err = ChooseModel(s, "resnet50", "NVIDIA T4", 50*time.Millisecond, ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestChooseExplanation(t *testing.T) {
 	}
 
 	// A caller choosing against a bound derived from the SLO names it.
-	c, err = s.Choose("resnet50", gpu.V100Product, 50*time.Millisecond, ChooseOptions{BoundName: "SLO/2"})
+	c, err = ChooseModel(s, "resnet50", gpu.V100Product, 50*time.Millisecond, ChooseOptions{BoundName: "SLO/2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestChooseExplanation(t *testing.T) {
 		t.Errorf("named-bound explanation\n got %s\nwant %s", c.Explanation, want)
 	}
 
-	c, err = s.Choose("resnet50", gpu.V100Product, 0, ChooseOptions{})
+	c, err = ChooseModel(s, "resnet50", gpu.V100Product, 0, ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +123,9 @@ func TestChooseExplanation(t *testing.T) {
 }
 
 func TestChooseUnmetSLO(t *testing.T) {
-	s := builtinStore(t)
+	s := builtin(t)
 	// resnet50's fastest row is resnet50,1,30,100,19.785.
-	_, err := s.Choose("resnet50", gpu.V100Product, 10*time.Millisecond, ChooseOptions{})
+	_, err := ChooseModel(s, "resnet50", gpu.V100Product, 10*time.Millisecond, ChooseOptions{})
 	var unmet *UnmetSLOError
 	if !errors.As(err, &unmet) {
 		t.Fatalf("err = %v, want an *UnmetSLOError", err)
@@ -140,7 +141,7 @@ func TestChooseUnmetSLO(t *testing.T) {
 
 func TestChooseRules(t *testing.T) {
 	// Hand-made curves whose answers differ by the rule applied.
-	p := &Profile{Model: "m", GPU: "g", Points: []Point{
+	p := &profiles.Profile{Model: "m", GPU: "g", Points: []profiles.Point{
 		// per SM %: b1 s10 -> 5.0, b1 s20 -> 2.5, b2 s20 -> 5.0, b4 s40 -> 5.0
 		{Batch: 1, SM: 10, Quota: 100, Latency: 20},
 		{Batch: 1, SM: 20, Quota: 100, Latency: 20},
@@ -151,9 +152,7 @@ func TestChooseRules(t *testing.T) {
 		{Batch: 8, SM: 10, Quota: 100, Latency: 100}, // 8.0 per SM %, slowest
 		{Batch: 1, SM: 5, Quota: 50, Latency: 1},     // quota 50: never chosen
 	}}
-	if err := p.validate(); err != nil {
-		t.Fatal(err)
-	}
+	p = indexed(t, p)
 	tests := []struct {
 		name      string
 		slo       time.Duration
@@ -180,7 +179,7 @@ func TestChooseRules(t *testing.T) {
 	}
 
 	// Equal efficiency at equal SM %: the smaller batch.
-	q := &Profile{Model: "q", GPU: "g", Points: []Point{
+	q := &profiles.Profile{Model: "q", GPU: "g", Points: []profiles.Point{
 		{Batch: 1, SM: 20, Quota: 100, Latency: 10},
 		{Batch: 2, SM: 20, Quota: 100, Latency: 20},
 	}}
@@ -190,7 +189,7 @@ func TestChooseRules(t *testing.T) {
 }
 
 func TestChooseErrors(t *testing.T) {
-	p := &Profile{Model: "m", GPU: "g", Points: []Point{{Batch: 4, SM: 10, Quota: 100, Latency: 20}}}
+	p := &profiles.Profile{Model: "m", GPU: "g", Points: []profiles.Point{{Batch: 4, SM: 10, Quota: 100, Latency: 20}}}
 	tests := []struct {
 		name    string
 		slo     time.Duration
@@ -200,8 +199,8 @@ func TestChooseErrors(t *testing.T) {
 	}{
 		{"negative SLO", -time.Second, ChooseOptions{}, nil, "SLO -1s is negative"},
 		{"negative max batch", time.Second, ChooseOptions{MaxBatch: -1}, nil, "max batch -1"},
-		{"no batch under the cap", time.Second, ChooseOptions{MaxBatch: 2}, ErrNotMeasured, "no batch ≤ 2"},
-		{"no SLO needs batch 1", 0, ChooseOptions{}, ErrNotMeasured, "no points at batch 1"},
+		{"no batch under the cap", time.Second, ChooseOptions{MaxBatch: 2}, profiles.ErrNotMeasured, "no batch ≤ 2"},
+		{"no SLO needs batch 1", 0, ChooseOptions{}, profiles.ErrNotMeasured, "no points at batch 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +213,21 @@ func TestChooseErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewStore().Choose("bert", "g", 0, ChooseOptions{}); !errors.Is(err, ErrNoProfile) {
+	if _, err := ChooseModel(profiles.NewStore(), "bert", "g", 0, ChooseOptions{}); !errors.Is(err, profiles.ErrNoProfile) {
 		t.Errorf("unknown model: err = %v, want ErrNoProfile", err)
 	}
+}
+
+// indexed is p as a Store hands it out: validated, its curves indexed.
+func indexed(t *testing.T, p *profiles.Profile) *profiles.Profile {
+	t.Helper()
+	s := profiles.NewStore()
+	if err := s.Add(*p); err != nil {
+		t.Fatal(err)
+	}
+	q, _, ok := s.Lookup(p.Model, p.GPU)
+	if !ok {
+		t.Fatalf("%s on %s: not in the store it was added to", p.Model, p.GPU)
+	}
+	return q
 }

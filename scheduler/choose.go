@@ -1,11 +1,13 @@
-package profiles
+package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
 // noSLOTolerance is how much slower than the full GPU a slice may be when
@@ -14,9 +16,6 @@ import (
 // research notes §5.3).
 const noSLOTolerance = 1.10
 
-// ErrNoProfile is returned by Store.Choose for a model with no profile.
-var ErrNoProfile = errors.New("no profile")
-
 // ChooseOptions narrows a config choice.
 type ChooseOptions struct {
 	// MaxBatch caps the batch size (0: any measured batch); a function
@@ -24,7 +23,7 @@ type ChooseOptions struct {
 	MaxBatch int
 	// Fallback is Store.Lookup's answer; when used, the explanation says
 	// the profile was measured on another product.
-	Fallback Fallback
+	Fallback profiles.Fallback
 	// BoundName names the latency bound in the explanation when the
 	// caller chooses against a bound derived from the SLO rather than the
 	// SLO itself: "SLO/2" reads "21.1 ms ≤ SLO/2 (50ms)". Empty: the bound
@@ -40,7 +39,7 @@ type Choice struct {
 	Throughput float64 // req/s of one replica
 	// Explanation is one line for logs and /system/gpus.
 	Explanation string
-	Fallback    Fallback
+	Fallback    profiles.Fallback
 }
 
 // ThroughputPerSM is the figure of merit of a slice: req/s per SM %.
@@ -59,8 +58,8 @@ func (e *UnmetSLOError) Error() string {
 		e.Model, e.Product, e.SLO, e.Best.LatencyMs, e.Best.SMPercent, e.Best.Batch)
 }
 
-// Choose picks the slice (SM %, batch) for p's model at FullQuota, among
-// measured points only:
+// Choose picks the slice (SM %, batch) for p's model at
+// profiles.FullQuota, among measured points only:
 //
 //   - with an SLO: the point whose latency meets it with the best
 //     throughput per SM %; ties go to the smaller SM %, then the smaller
@@ -68,10 +67,12 @@ func (e *UnmetSLOError) Error() string {
 //   - with no SLO (0): batch 1 and the smallest SM % whose latency is
 //     within 10 % of the full-GPU latency.
 //
-// Latencies are read as Latency reads them (the lower envelope), which
-// never changes the SLO answer: a point the envelope lowers is always
-// beaten by the smaller-SM point it took its latency from.
-func Choose(p *Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
+// Latencies are read from the profile's curves (the lower envelope, as
+// Profile.Latency reads them), which never changes the SLO answer: a point
+// the envelope lowers is always beaten by the smaller-SM point it took its
+// latency from. It compares the bound with one batch's latency; the bound
+// PlanFunction holds a function to is ChooseSlice's.
+func Choose(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	product := p.GPU
 	if opts.Fallback.Used() {
 		product = opts.Fallback.Requested
@@ -86,15 +87,13 @@ func Choose(p *Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	}
 
 	sloMs := float64(slo) / float64(time.Millisecond)
-	idx := p.index()
 	var best, fastest Choice
-	for _, batch := range idx.batches[FullQuota] {
-		if opts.MaxBatch > 0 && batch > opts.MaxBatch {
+	for _, c := range p.Curves(profiles.FullQuota) {
+		if opts.MaxBatch > 0 && c.Batch > opts.MaxBatch {
 			break
 		}
-		c := idx.curves[curveKey{batch, FullQuota}]
-		for i, sm := range c.sm {
-			cand := Choice{SMPercent: sm, Batch: batch, LatencyMs: c.env[i], Throughput: throughput(batch, c.env[i])}
+		for i := range c.Len() {
+			cand := choiceAt(c, i)
 			if fastest.Batch == 0 || cand.LatencyMs < fastest.LatencyMs {
 				fastest = cand
 			}
@@ -119,6 +118,14 @@ func Choose(p *Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	return best, nil
 }
 
+// choiceAt is the slice at c's i-th measured point, with the throughput
+// one replica sustains there as profiles computes it.
+func choiceAt(c profiles.Curve, i int) Choice {
+	lat := c.Latency(i)
+	return Choice{SMPercent: c.SM(i), Batch: c.Batch, LatencyMs: lat,
+		Throughput: profiles.Point{Batch: c.Batch, Latency: lat}.Throughput()}
+}
+
 // moreEfficient orders candidates: throughput per SM % (higher first, equal
 // within float noise), then SM %, then batch (smaller first).
 func moreEfficient(a, b Choice) bool {
@@ -132,17 +139,18 @@ func moreEfficient(a, b Choice) bool {
 	return a.Batch < b.Batch
 }
 
-func chooseWithoutSLO(p *Profile, product string, opts ChooseOptions) (Choice, error) {
-	c, err := p.curve(1, FullQuota)
+func chooseWithoutSLO(p *profiles.Profile, product string, opts ChooseOptions) (Choice, error) {
+	c, err := p.Curve(1, profiles.FullQuota)
 	if err != nil {
 		return Choice{}, err
 	}
 	// The largest measured SM % stands for the full GPU; its envelope
 	// value is the best latency seen at any SM %.
-	full := c.env[len(c.env)-1]
-	for i, sm := range c.sm {
-		if c.env[i] <= full*noSLOTolerance {
-			ch := Choice{SMPercent: sm, Batch: 1, LatencyMs: c.env[i], Throughput: throughput(1, c.env[i]), Fallback: opts.Fallback}
+	full := c.Latency(c.Len() - 1)
+	for i := range c.Len() {
+		if c.Latency(i) <= full*noSLOTolerance {
+			ch := choiceAt(c, i)
+			ch.Fallback = opts.Fallback
 			ch.Explanation = explain(p.Model, product, ch,
 				fmt.Sprintf("%.1f ms within 10%% of full-GPU %.1f ms (no SLO)", ch.LatencyMs, full), opts.Fallback)
 			return ch, nil
@@ -151,12 +159,17 @@ func chooseWithoutSLO(p *Profile, product string, opts ChooseOptions) (Choice, e
 	panic("unreachable: the last point is within tolerance of itself")
 }
 
-func noBatchErr(p *Profile, product string, maxBatch int) error {
+func noBatchErr(p *profiles.Profile, product string, maxBatch int) error {
+	measured := p.Batches(profiles.FullQuota)
+	s := make([]string, len(measured))
+	for i, b := range measured {
+		s[i] = strconv.Itoa(b)
+	}
 	return fmt.Errorf("%s on %s: no batch ≤ %d measured at quota %d%% (measured: %s): %w",
-		p.Model, product, maxBatch, FullQuota, joinInts(p.Batches(FullQuota)), ErrNotMeasured)
+		p.Model, product, maxBatch, profiles.FullQuota, strings.Join(s, ", "), profiles.ErrNotMeasured)
 }
 
-func explain(model, product string, c Choice, why string, fb Fallback) string {
+func explain(model, product string, c Choice, why string, fb profiles.Fallback) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s on %s: sm %d%% batch %d, %s, %.1f req/s (%.1f req/s per SM%%)",
 		model, product, c.SMPercent, c.Batch, why, c.Throughput, c.ThroughputPerSM())
@@ -166,12 +179,14 @@ func explain(model, product string, c Choice, why string, fb Fallback) string {
 	return b.String()
 }
 
-// Choose looks up model's profile for product (see Lookup) and chooses its
-// slice; a profile from another product is flagged in the explanation.
-func (s *Store) Choose(model, product string, slo time.Duration, opts ChooseOptions) (Choice, error) {
-	p, fb, ok := s.Lookup(model, product)
+// ChooseModel looks up model's profile for product in store (see
+// Store.Lookup) and chooses its slice with Choose; a profile from another
+// product is flagged in the explanation. A model with no profile is an
+// error wrapping profiles.ErrNoProfile.
+func ChooseModel(store *profiles.Store, model, product string, slo time.Duration, opts ChooseOptions) (Choice, error) {
+	p, fb, ok := store.Lookup(model, product)
 	if !ok {
-		return Choice{}, fmt.Errorf("model %q: %w", model, ErrNoProfile)
+		return Choice{}, fmt.Errorf("model %q: %w", model, profiles.ErrNoProfile)
 	}
 	opts.Fallback = fb
 	return Choose(p, slo, opts)
