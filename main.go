@@ -86,8 +86,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "profiles":
 		return profilesCmd(args, stdout, stderr)
 	case "version":
-		fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
-		return nil
+		return versionCmd(args, stdout, stderr)
 	case "help":
 		fs, _ := serveFlags(stderr)
 		fs.SetOutput(stdout)
@@ -96,6 +95,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("unknown verb %q; run faas-gpu help", verb)
 	}
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "faas-gpu version: print the version and commit this binary was built from.\n\nUsage:\n  faas-gpu version\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+	}
+	fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
+	return nil
 }
 
 type serveOptions struct {
@@ -359,32 +377,77 @@ func loadProfiles(dir string, log *zap.Logger) (*profiles.Store, error) {
 	return store, nil
 }
 
+const profilesUsage = `faas-gpu profiles: work with profile files (docs/profiles.md).
+
+Usage:
+  faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]
+                             convert a measured latency table into profile files; profiles import -h for its flags
+`
+
+// profilesCmd is `faas-gpu profiles`, a verb of sub-verbs. It parses its
+// own (empty) flag set so that -h and --help reach it as help, not as an
+// unknown sub-verb.
 func profilesCmd(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "import" {
-		return fmt.Errorf("usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]")
-	}
-	fs := flag.NewFlagSet("profiles import", flag.ContinueOnError)
+	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	csvPath := fs.String("csv", "", "measured table: model,batch,sm_percent,quota_percent,latency_ms")
-	product := fs.String("gpu", "", "GPU product the table was measured on, as NVML names it (e.g. \"Tesla V100-SXM2-16GB\")")
-	out := fs.String("out", ".", "folder to write <model>.yaml files into")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), profilesUsage) }
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if *csvPath == "" {
+	switch sub := fs.Arg(0); sub {
+	case "import":
+		return profilesImportCmd(fs.Args()[1:], stdout, stderr)
+	case "":
+		return errors.New("profiles: usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]")
+	default:
+		return fmt.Errorf("profiles: unknown sub-verb %q; usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]", sub)
+	}
+}
+
+type profilesImportOptions struct {
+	csv, product, out string
+}
+
+func profilesImportFlags(stderr io.Writer) (*flag.FlagSet, *profilesImportOptions) {
+	o := &profilesImportOptions{}
+	fs := flag.NewFlagSet("profiles import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.csv, "csv", "", "measured table: model,batch,sm_percent,quota_percent,latency_ms")
+	fs.StringVar(&o.product, "gpu", "", "GPU product the table was measured on, as NVML names it (e.g. \"Tesla V100-SXM2-16GB\")")
+	fs.StringVar(&o.out, "out", ".", "folder to write <model>.yaml files into")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "faas-gpu profiles import: convert a measured latency table into profile files (docs/profiles.md).\n\n"+
+			"Usage:\n  faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs, o
+}
+
+func profilesImportCmd(args []string, stdout, stderr io.Writer) error {
+	fs, o := profilesImportFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("profiles import: unexpected argument %q", fs.Arg(0))
+	}
+	if o.csv == "" {
 		return fmt.Errorf("profiles import: --csv is required")
 	}
-	if *product == "" {
+	if o.product == "" {
 		return fmt.Errorf("profiles import: --gpu is required")
 	}
-	n, err := profiles.ImportCSVToDir(*csvPath, *product, *out)
+	n, err := profiles.ImportCSVToDir(o.csv, o.product, o.out)
 	if err != nil {
 		return fmt.Errorf("profiles import: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, *out)
+	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, o.out)
 	return nil
 }
 

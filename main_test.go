@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,4 +119,52 @@ func freePort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strconv.Itoa(port)
+}
+
+// Every verb and sub-verb answers -h and --help with its usage, naming
+// each of its flags, and succeeds (main exits 0 when run returns nil).
+func TestEveryVerbHelps(t *testing.T) {
+	names := func(fs *flag.FlagSet) []string {
+		var out []string
+		fs.VisitAll(func(f *flag.Flag) { out = append(out, "-"+f.Name) })
+		return out
+	}
+	serve, _ := serveFlags(io.Discard)
+	agent, _ := agentFlags(io.Discard)
+	profile, _ := profileFlags(io.Discard)
+	imp, _ := profilesImportFlags(io.Discard)
+	simulate := newSimulateFlags(io.Discard).fs
+	tests := []struct {
+		verb []string
+		want []string // besides "Usage"
+	}{
+		{nil, names(serve)}, // serve is the default verb
+		{[]string{"serve"}, names(serve)},
+		{[]string{"agent"}, names(agent)},
+		{[]string{"profile"}, names(profile)},
+		{[]string{"profiles"}, []string{"import"}},
+		{[]string{"profiles", "import"}, names(imp)},
+		{[]string{"simulate"}, names(simulate)},
+		{[]string{"version"}, []string{"faas-gpu version"}},
+		{[]string{"help"}, names(serve)},
+	}
+	for _, tt := range tests {
+		for _, h := range []string{"-h", "--help"} {
+			args := append(slices.Clone(tt.verb), h)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				if len(tt.want) == 0 {
+					t.Fatal("no flags to look for")
+				}
+				var out bytes.Buffer
+				if err := run(args, &out, &out); err != nil {
+					t.Fatalf("err = %v, want none (exit 0); output %q", err, out.String())
+				}
+				for _, w := range append([]string{"Usage"}, tt.want...) {
+					if !strings.Contains(out.String(), w) {
+						t.Errorf("usage lacks %q:\n%s", w, out.String())
+					}
+				}
+			})
+		}
+	}
 }
