@@ -2,26 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/faas-gpu/faas-gpu/agent"
 	"github.com/faas-gpu/faas-gpu/gpu"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 // Real: this machine has no NVIDIA driver (and a library path that does
@@ -45,8 +33,8 @@ func TestAgentWithoutNVML(t *testing.T) {
 			} else {
 				err = agentCmd(tt.args, &out, &out)
 			}
-			if err == nil || !strings.Contains(err.Error(), msgNoNVML) || !errors.Is(err, gpu.ErrNoDiscovery) {
-				t.Fatalf("err = %v; want %q", err, msgNoNVML)
+			if err == nil || !strings.Contains(err.Error(), agent.MsgNoNVML) || !errors.Is(err, gpu.ErrNoDiscovery) {
+				t.Fatalf("err = %v; want %q", err, agent.MsgNoNVML)
 			}
 			if out.Len() != 0 {
 				t.Fatalf("printed %q with no GPUs discovered", out.String())
@@ -61,8 +49,8 @@ func TestAgentOnceDefaultLibrary(t *testing.T) {
 	var out bytes.Buffer
 	err := agentCmd([]string{"-once"}, &out, io.Discard)
 	if err != nil {
-		if !strings.Contains(err.Error(), msgNoNVML) {
-			t.Fatalf("err = %v; want %q", err, msgNoNVML)
+		if !strings.Contains(err.Error(), agent.MsgNoNVML) {
+			t.Fatalf("err = %v; want %q", err, agent.MsgNoNVML)
 		}
 		return
 	}
@@ -106,283 +94,5 @@ func TestAgentHelpDocumentsEveryFlag(t *testing.T) {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("agent -h does not mention %s", f)
 		}
-	}
-}
-
-func nodeGPUs(used int64) gpu.NodeGPUs {
-	return gpu.NodeGPUs{Source: gpu.SourceNVML, GPUs: []gpu.AgentGPU{{
-		UUID: "GPU-1", Index: 0, Product: "NVIDIA H200", MemoryBytes: 141 << 30, MemoryUsedBytes: used, SMCount: 132,
-		ComputeMode: gpu.ComputeModeExclusiveProcess,
-	}}}
-}
-
-func encode(t *testing.T, n gpu.NodeGPUs) string {
-	t.Helper()
-	v, err := gpu.EncodeNodeGPUs(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func patches(c *fake.Clientset) int {
-	n := 0
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "patch" {
-			n++
-		}
-	}
-	return n
-}
-
-func TestAnnotationPublisher(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "gpu-node-1", Annotations: map[string]string{"other": "kept"}, Labels: map[string]string{"nvidia.com/gpu.count": "1"},
-	}})
-	p := &annotationPublisher{client: client, node: "gpu-node-1"}
-	ctx := context.Background()
-	first, second := encode(t, nodeGPUs(0)), encode(t, nodeGPUs(1<<30))
-
-	steps := []struct {
-		name        string
-		before      func()
-		value       string
-		wantChanged bool
-		wantPatches int
-	}{
-		{"first publication patches", nil, first, true, 1},
-		{"unchanged: no patch", nil, first, false, 1},
-		{"changed: patched again", nil, second, true, 2},
-		{"unchanged again", nil, second, false, 2},
-		{"removed by someone: restored", func() {
-			n, _ := client.CoreV1().Nodes().Get(ctx, "gpu-node-1", metav1.GetOptions{})
-			delete(n.Annotations, gpu.AnnotationNodeGPUs)
-			if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}, second, true, 3},
-	}
-	for _, s := range steps {
-		if s.before != nil {
-			s.before()
-		}
-		changed, err := p.publish(ctx, s.value)
-		if err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if changed != s.wantChanged || patches(client) != s.wantPatches {
-			t.Fatalf("%s: changed %v with %d patches; want %v with %d", s.name, changed, patches(client), s.wantChanged, s.wantPatches)
-		}
-		n, err := client.CoreV1().Nodes().Get(ctx, "gpu-node-1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.Annotations[gpu.AnnotationNodeGPUs] != s.value || n.Annotations["other"] != "kept" || n.Labels["nvidia.com/gpu.count"] != "1" {
-			t.Fatalf("%s: node metadata %v %v", s.name, n.Annotations, n.Labels)
-		}
-		devs, err := gpu.DecodeNodeGPUs("gpu-node-1", n.Annotations[gpu.AnnotationNodeGPUs])
-		if err != nil || len(devs) != 1 || devs[0].SMCount != 132 {
-			t.Fatalf("%s: provider reads %+v, %v", s.name, devs, err)
-		}
-	}
-	for _, a := range client.Actions() {
-		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetPatchType() != "application/merge-patch+json" {
-			t.Fatalf("patch type %s, want a merge patch", pa.GetPatchType())
-		}
-	}
-}
-
-func TestAnnotationPublisherErrors(t *testing.T) {
-	client := fake.NewClientset()
-	p := &annotationPublisher{client: client, node: "missing"}
-	if _, err := p.publish(context.Background(), "{}"); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("err = %v, want one naming the node", err)
-	}
-	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, fmt.Errorf("nodes is forbidden")
-	})
-	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "missing"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.publish(context.Background(), "{}"); err == nil || !strings.Contains(err.Error(), "forbidden") {
-		t.Fatalf("err = %v, want the API server's", err)
-	}
-}
-
-// seqSource answers NodeGPUs from a list, then repeats the last answer.
-type seqSource struct {
-	mu    sync.Mutex
-	calls int
-	seq   []func() (gpu.NodeGPUs, error)
-}
-
-func (s *seqSource) NodeGPUs() (gpu.NodeGPUs, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f := s.seq[min(s.calls, len(s.seq)-1)]
-	s.calls++
-	return f()
-}
-
-func (s *seqSource) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls
-}
-
-func ok(n gpu.NodeGPUs) func() (gpu.NodeGPUs, error) {
-	return func() (gpu.NodeGPUs, error) { return n, nil }
-}
-
-func fail(err error) func() (gpu.NodeGPUs, error) {
-	return func() (gpu.NodeGPUs, error) { return gpu.NodeGPUs{}, err }
-}
-
-// The loop: a failing pass in the middle leaves the last annotation in
-// place and is retried; only changes are patched; the driver vanishing
-// ends the agent with the NVML message.
-func TestAgentLoop(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1"}})
-	src := &seqSource{seq: []func() (gpu.NodeGPUs, error){
-		ok(nodeGPUs(0)),                   // pass 1: same as the first discovery: no patch
-		fail(errors.New("ERROR_UNKNOWN")), // pass 2: logged, retried
-		ok(nodeGPUs(2 << 30)),             // pass 3: changed: patch
-		ok(nodeGPUs(2 << 30)),             // pass 4: unchanged
-		fail(fmt.Errorf("%w: gone", gpu.ErrNoDiscovery)),
-	}}
-	reg := prometheus.NewRegistry()
-	a := &agent{
-		src: src, pub: &annotationPublisher{client: client, node: "gpu-node-1"},
-		interval: time.Millisecond, log: zap.NewNop(), metrics: newAgentMetrics(reg),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := a.run(ctx, nodeGPUs(0))
-	if err == nil || !strings.Contains(err.Error(), msgNoNVML) {
-		t.Fatalf("run = %v, want the NVML message when the driver goes away", err)
-	}
-	if src.count() != 5 || patches(client) != 2 {
-		t.Fatalf("%d discoveries, %d patches; want 5 and 2", src.count(), patches(client))
-	}
-	n, _ := client.CoreV1().Nodes().Get(ctx, "gpu-node-1", metav1.GetOptions{})
-	if n.Annotations[gpu.AnnotationNodeGPUs] != encode(t, nodeGPUs(2<<30)) {
-		t.Fatalf("annotation %q", n.Annotations[gpu.AnnotationNodeGPUs])
-	}
-	a.interval = time.Minute // healthy allows three intervals since the last good pass
-	if !a.healthy(time.Now()) || a.healthy(time.Now().Add(5*time.Minute)) {
-		t.Fatal("healthy must follow the last good pass")
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" {
-					key += "/" + l.GetValue()
-				}
-			}
-			got[key] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	want := map[string]float64{
-		"faas_gpu_agent_annotation_patches_total": 2, "faas_gpu_agent_discoveries_total/ok": 4,
-		"faas_gpu_agent_discoveries_total/error": 2, "faas_gpu_agent_gpus": 1, "faas_gpu_agent_gpu_memory_used_bytes": 2 << 30,
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("metric %s = %v, want %v (all: %v)", k, got[k], v, got)
-		}
-	}
-}
-
-// The first publication failing (wrong node name, no RBAC) ends the agent
-// with a hint, so the pod crashes visibly instead of idling.
-func TestAgentFirstPublicationFails(t *testing.T) {
-	a := &agent{
-		src: &seqSource{seq: []func() (gpu.NodeGPUs, error){ok(nodeGPUs(0))}},
-		pub: &annotationPublisher{client: fake.NewClientset(), node: "not-a-node"}, interval: time.Hour,
-		log: zap.NewNop(), metrics: newAgentMetrics(prometheus.NewRegistry()),
-	}
-	err := a.run(context.Background(), nodeGPUs(0))
-	if err == nil || !strings.Contains(err.Error(), "not-a-node") || !strings.Contains(err.Error(), "patch nodes") {
-		t.Fatalf("err = %v", err)
-	}
-}
-
-func TestAgentMetricsServer(t *testing.T) {
-	a := &agent{interval: time.Hour, log: zap.NewNop()}
-	reg := prometheus.NewRegistry()
-	a.metrics = newAgentMetrics(reg)
-	port := freePort(t)
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := a.serveMetrics(p, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://127.0.0.1:" + port + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("healthz before any pass: %d", code)
-	}
-	a.lastOK.Store(time.Now().UnixNano())
-	if code, _ := get("/healthz"); code != http.StatusOK {
-		t.Fatalf("healthz after a pass: %d", code)
-	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "faas_gpu_agent_gpus") {
-		t.Fatalf("metrics: %d %q", code, body)
-	}
-}
-
-// -once prints, on stderr, what the annotation leaves out; stdout stays
-// the annotation's JSON.
-func TestAgentPrintReadings(t *testing.T) {
-	tests := []struct {
-		name string
-		gpus []gpu.AgentGPU
-		want string
-	}{
-		{"none", nil, ""},
-		{"busy and unknown", []gpu.AgentGPU{
-			{
-				UUID: "GPU-0", Index: 0, Product: "NVIDIA H200", MemoryUsedBytes: 5 << 30,
-				Utilization: &gpu.Utilization{GPUPercent: 37, MemoryPercent: 12},
-				Processes: []gpu.GPUProcess{
-					{PID: 100, MemoryBytes: 30 << 20, Kind: gpu.ProcessCompute},
-					{PID: 201, MemoryBytes: 2 << 30, Kind: gpu.ProcessMPS},
-					{PID: 300, Kind: gpu.ProcessCompute, MemoryUnknown: true},
-				},
-			},
-			{UUID: "GPU-1", Index: 1, Product: "NVIDIA H200"},
-		}, "GPU 0 GPU-0 (NVIDIA H200): utilisation 37 %, memory controller 12 %, memory used 5120 MiB, 3 processes\n" +
-			"  pid 100 compute 30 MiB\n" +
-			"  pid 201 mps 2048 MiB\n" +
-			"  pid 300 compute memory not visible to NVML\n" +
-			"GPU 1 GPU-1 (NVIDIA H200): utilisation not reported, memory used 0 MiB, 0 processes\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			if err := printReadings(&out, gpu.NodeGPUs{GPUs: tt.gpus}); err != nil {
-				t.Fatal(err)
-			}
-			if out.String() != tt.want {
-				t.Fatalf("printed\n%s\nwant\n%s", out.String(), tt.want)
-			}
-		})
 	}
 }

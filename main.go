@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,8 +24,10 @@ import (
 	"github.com/faas-gpu/faas-gpu/local"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/gorilla/mux"
 	bootstrap "github.com/openfaas/faas-provider"
 	"github.com/openfaas/faas-provider/auth"
+	"github.com/openfaas/faas-provider/httputil"
 	"github.com/openfaas/faas-provider/logs"
 	"github.com/openfaas/faas-provider/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,8 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "profiles":
 		return profilesCmd(args, stdout, stderr)
 	case "version":
-		fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
-		return nil
+		return versionCmd(args, stdout, stderr)
 	case "help":
 		fs, _ := serveFlags(stderr)
 		fs.SetOutput(stdout)
@@ -96,6 +98,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("unknown verb %q; run faas-gpu help", verb)
 	}
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "faas-gpu version: print the version and commit this binary was built from.\n\nUsage:\n  faas-gpu version\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+	}
+	fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
+	return nil
 }
 
 type serveOptions struct {
@@ -260,13 +281,14 @@ func serve(args []string, stderr io.Writer) error {
 			return fmt.Errorf("basic_auth=true but the credentials in %s cannot be read: %w", cfg.SecretMountPath, err)
 		}
 	}
-	// bootstrap.Serve exits the process if it cannot listen; check first so
-	// the error is ours and clear.
+	// Listen before anything starts, and serve on this very listener: a
+	// port taken is then an error here, and no other process can take the
+	// port between a check and the serving.
 	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *cfg.TCPPort))
 	if err != nil {
 		return fmt.Errorf("port %d: %w", *cfg.TCPPort, err)
 	}
-	ln.Close()
+	defer ln.Close()
 
 	store, err := loadProfiles(o.profilesDir, log)
 	if err != nil {
@@ -320,25 +342,133 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, proxyOpts, log.Named("proxy")),
 		Health:          handlers.MakeHealthHandler(),
 	}
-	// Registered before bootstrap.Serve's own /metrics, so this one answers.
-	bootstrap.Router().Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, reg}, promhttp.HandlerOpts{}))
-	bootstrap.Router().HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend, proxyOpts.Metrics))).Methods(http.MethodGet)
-	bootstrap.Router().PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler())).Methods(http.MethodGet, http.MethodHead)
+	r := providerRouter(fh, creds, reg)
+	// faas-provider's own metrics would live in Prometheus' default
+	// registry; serve gathers it too, for the Go runtime's and the
+	// process's.
+	r.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, reg}, promhttp.HandlerOpts{}))
+	r.HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend, proxyOpts.Metrics))).Methods(http.MethodGet)
+	r.PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler())).Methods(http.MethodGet, http.MethodHead)
 	// The gateway asks Prometheus without credentials, so this stays open; it
 	// reveals only invocation counts, which /function/* callers can see anyway.
-	bootstrap.Router().HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(invocations)).Methods(http.MethodGet, http.MethodPost)
+	r.HandleFunc("/api/v1/query", handlers.MakePrometheusQueryHandler(invocations)).Methods(http.MethodGet, http.MethodPost)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("faas-gpu serving", zap.Int("port", *cfg.TCPPort), zap.Bool("basicAuth", cfg.EnableBasicAuth),
 		zap.String("stateDir", o.stateDir), zap.Duration("readTimeout", cfg.ReadTimeout), zap.Duration("writeTimeout", cfg.WriteTimeout),
 		zap.String("version", version))
-	bootstrap.Serve(ctx, fh, &cfg)
+	serveErr := serveHTTP(ctx, ln, r, cfg)
+	if serveErr != nil {
+		log.Error("provider API stopped", zap.Error(serveErr))
+	}
 
 	log.Info("shutting down: stopping replicas")
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return backend.Close(closeCtx)
+	return errors.Join(serveErr, backend.Close(closeCtx))
+}
+
+// providerRouter routes the faas-provider API as bootstrap.Serve does:
+// the same paths and methods, basic auth on the same routes when creds is
+// set, and the provider_http_* metrics on the /system routes. serve cannot
+// use bootstrap.Serve itself: it opens its own listener and exits the
+// process when it cannot, and its router and metrics are process-wide.
+func providerRouter(fh *types.FaaSHandlers, creds *auth.BasicAuthCredentials, reg prometheus.Registerer) *mux.Router {
+	protect := func(h http.HandlerFunc) http.HandlerFunc {
+		if creds == nil || h == nil {
+			return h
+		}
+		return auth.DecorateWithBasicAuth(h, creds)
+	}
+	labels := []string{"code", "method", "path"}
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Subsystem: "provider", Name: "http_requests_total", Help: "Total number of HTTP requests.",
+	}, labels)
+	durations := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Subsystem: "provider", Name: "http_request_duration_seconds", Help: "Seconds spent serving HTTP requests.",
+		Buckets: prometheus.DefBuckets,
+	}, labels)
+	reg.MustRegister(requests, durations)
+	// path is the route's path without its variables, so that a label
+	// never grows with the names callers send.
+	// The method label keeps the request's spelling (GET), as
+	// faas-provider's does, which promhttp's instrumenters would lower.
+	instrument := func(h http.HandlerFunc, path string) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			start := time.Now()
+			ww := httputil.NewHttpWriteInterceptor(w) // keeps Flush for log streams
+			h(ww, req)
+			l := prometheus.Labels{"code": strconv.Itoa(ww.Status()), "method": req.Method, "path": path}
+			requests.With(l).Inc()
+			durations.With(l).Observe(time.Since(start).Seconds())
+		}
+	}
+	name := "{name:[" + bootstrap.NameExpression + "]+}"
+	r := mux.NewRouter()
+	routes := []struct {
+		path    string // without variables: the metrics' path label
+		vars    string // the route's variables, after path
+		h       http.HandlerFunc
+		methods []string
+	}{
+		{"/system/functions", "", protect(fh.FunctionLister), []string{http.MethodGet}},
+		{"/system/functions", "", protect(fh.DeployFunction), []string{http.MethodPost}},
+		{"/system/functions", "", protect(fh.DeleteFunction), []string{http.MethodDelete}},
+		{"/system/functions", "", protect(fh.UpdateFunction), []string{http.MethodPut}},
+		{"/system/function", "/" + name, protect(fh.FunctionStatus), []string{http.MethodGet}},
+		{"/system/scale-function", "/" + name, protect(fh.ScaleFunction), []string{http.MethodPost}},
+		{"/system/info", "", protect(fh.Info), []string{http.MethodGet}},
+		{"/system/secrets", "", protect(fh.Secrets), []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete}},
+		{"/system/logs", "", protect(fh.Logs), []string{http.MethodGet}},
+		// The namespace handlers come with their own auth, as faas-provider
+		// leaves them.
+		{"/system/namespaces", "", fh.ListNamespaces, []string{http.MethodGet}},
+		{"/system/namespace", "/{name:[" + bootstrap.NameExpression + "]*}", fh.MutateNamespace,
+			[]string{http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodGet}},
+	}
+	for _, rt := range routes {
+		if rt.h == nil {
+			continue
+		}
+		r.HandleFunc(rt.path+rt.vars, instrument(rt.h, rt.path)).Methods(rt.methods...)
+	}
+	for _, p := range []string{"", "/", "/{params:.*}"} {
+		r.HandleFunc("/function/"+name+p, fh.FunctionProxy)
+	}
+	if fh.Health != nil {
+		r.HandleFunc("/healthz", fh.Health).Methods(http.MethodGet, http.MethodHead)
+	}
+	return r
+}
+
+// serveHTTP serves h on ln, with the OpenFaaS timeouts of cfg, until ctx
+// ends; then it lets requests in flight finish for up to the write
+// timeout. An error serving is returned, never fatal: the caller still
+// stops its replicas.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, cfg types.FaaSConfig) error {
+	srv := &http.Server{
+		Handler:        h,
+		ReadTimeout:    cfg.ReadTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		MaxHeaderBytes: http.DefaultMaxHeaderBytes,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.WriteTimeout+time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down the provider API: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	}
+	return nil
 }
 
 // loadProfiles is the built-in profiles plus, when given, a folder of the
@@ -359,32 +489,77 @@ func loadProfiles(dir string, log *zap.Logger) (*profiles.Store, error) {
 	return store, nil
 }
 
+const profilesUsage = `faas-gpu profiles: work with profile files (docs/profiles.md).
+
+Usage:
+  faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]
+                             convert a measured latency table into profile files; profiles import -h for its flags
+`
+
+// profilesCmd is `faas-gpu profiles`, a verb of sub-verbs. It parses its
+// own (empty) flag set so that -h and --help reach it as help, not as an
+// unknown sub-verb.
 func profilesCmd(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "import" {
-		return fmt.Errorf("usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]")
-	}
-	fs := flag.NewFlagSet("profiles import", flag.ContinueOnError)
+	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	csvPath := fs.String("csv", "", "measured table: model,batch,sm_percent,quota_percent,latency_ms")
-	product := fs.String("gpu", "", "GPU product the table was measured on, as NVML names it (e.g. \"Tesla V100-SXM2-16GB\")")
-	out := fs.String("out", ".", "folder to write <model>.yaml files into")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), profilesUsage) }
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if *csvPath == "" {
+	switch sub := fs.Arg(0); sub {
+	case "import":
+		return profilesImportCmd(fs.Args()[1:], stdout, stderr)
+	case "":
+		return errors.New("profiles: usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]")
+	default:
+		return fmt.Errorf("profiles: unknown sub-verb %q; usage: faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]", sub)
+	}
+}
+
+type profilesImportOptions struct {
+	csv, product, out string
+}
+
+func profilesImportFlags(stderr io.Writer) (*flag.FlagSet, *profilesImportOptions) {
+	o := &profilesImportOptions{}
+	fs := flag.NewFlagSet("profiles import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.csv, "csv", "", "measured table: model,batch,sm_percent,quota_percent,latency_ms")
+	fs.StringVar(&o.product, "gpu", "", "GPU product the table was measured on, as NVML names it (e.g. \"Tesla V100-SXM2-16GB\")")
+	fs.StringVar(&o.out, "out", ".", "folder to write <model>.yaml files into")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "faas-gpu profiles import: convert a measured latency table into profile files (docs/profiles.md).\n\n"+
+			"Usage:\n  faas-gpu profiles import --csv FILE --gpu PRODUCT [--out DIR]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs, o
+}
+
+func profilesImportCmd(args []string, stdout, stderr io.Writer) error {
+	fs, o := profilesImportFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("profiles import: unexpected argument %q", fs.Arg(0))
+	}
+	if o.csv == "" {
 		return fmt.Errorf("profiles import: --csv is required")
 	}
-	if *product == "" {
+	if o.product == "" {
 		return fmt.Errorf("profiles import: --gpu is required")
 	}
-	n, err := profiles.ImportCSVToDir(*csvPath, *product, *out)
+	n, err := profiles.ImportCSVToDir(o.csv, o.product, o.out)
 	if err != nil {
 		return fmt.Errorf("profiles import: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, *out)
+	fmt.Fprintf(stdout, "wrote %d profiles to %s\n", n, o.out)
 	return nil
 }
 

@@ -2,15 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"flag"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/openfaas/faas-provider/auth"
+	"github.com/openfaas/faas-provider/types"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestHelpDocumentsEveryFlagAndVariable(t *testing.T) {
@@ -117,4 +128,178 @@ func freePort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strconv.Itoa(port)
+}
+
+// Every verb and sub-verb answers -h and --help with its usage, naming
+// each of its flags, and succeeds (main exits 0 when run returns nil).
+func TestEveryVerbHelps(t *testing.T) {
+	names := func(fs *flag.FlagSet) []string {
+		var out []string
+		fs.VisitAll(func(f *flag.Flag) { out = append(out, "-"+f.Name) })
+		return out
+	}
+	serve, _ := serveFlags(io.Discard)
+	agent, _ := agentFlags(io.Discard)
+	profile, _ := profileFlags(io.Discard)
+	imp, _ := profilesImportFlags(io.Discard)
+	simulate := newSimulateFlags(io.Discard).fs
+	tests := []struct {
+		verb []string
+		want []string // besides "Usage"
+	}{
+		{nil, names(serve)}, // serve is the default verb
+		{[]string{"serve"}, names(serve)},
+		{[]string{"agent"}, names(agent)},
+		{[]string{"profile"}, names(profile)},
+		{[]string{"profiles"}, []string{"import"}},
+		{[]string{"profiles", "import"}, names(imp)},
+		{[]string{"simulate"}, names(simulate)},
+		{[]string{"version"}, []string{"faas-gpu version"}},
+		{[]string{"help"}, names(serve)},
+	}
+	for _, tt := range tests {
+		for _, h := range []string{"-h", "--help"} {
+			args := append(slices.Clone(tt.verb), h)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				if len(tt.want) == 0 {
+					t.Fatal("no flags to look for")
+				}
+				var out bytes.Buffer
+				if err := run(args, &out, &out); err != nil {
+					t.Fatalf("err = %v, want none (exit 0); output %q", err, out.String())
+				}
+				for _, w := range append([]string{"Usage"}, tt.want...) {
+					if !strings.Contains(out.String(), w) {
+						t.Errorf("usage lacks %q:\n%s", w, out.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+// serve's router and server: faas-provider's routes, methods and basic
+// auth as bootstrap.Serve sets them, served on the listener handed in,
+// with the provider_http_* metrics, until the context ends.
+func TestProviderServesOnItsListener(t *testing.T) {
+	answer := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) }
+	}
+	creds := &auth.BasicAuthCredentials{User: "admin", Password: "secret"}
+	fh := &types.FaaSHandlers{
+		FunctionLister: answer("list"), DeployFunction: answer("deploy"), UpdateFunction: answer("update"),
+		DeleteFunction: answer("delete"), FunctionStatus: answer("status"), ScaleFunction: answer("scale"),
+		Info: answer("info"), Secrets: answer("secrets"), Logs: answer("logs"),
+		ListNamespaces: answer("namespaces"), MutateNamespace: answer("namespace"),
+		FunctionProxy: answer("proxy"), Health: answer("health"),
+	}
+	reg := prometheus.NewRegistry()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- serveHTTP(ctx, ln, providerRouter(fh, creds, reg), types.FaaSConfig{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	}()
+	base := "http://" + ln.Addr().String()
+	tests := []struct {
+		method, path string
+		auth         bool
+		code         int
+		body         string
+	}{
+		{http.MethodGet, "/system/functions", true, 200, "list"},
+		{http.MethodGet, "/system/functions", false, 401, ""},
+		{http.MethodPost, "/system/functions", true, 200, "deploy"},
+		{http.MethodPut, "/system/functions", true, 200, "update"},
+		{http.MethodDelete, "/system/functions", true, 200, "delete"},
+		{http.MethodPatch, "/system/functions", true, 405, ""},
+		{http.MethodGet, "/system/function/f.1", true, 200, "status"},
+		{http.MethodGet, "/system/function/f.1", false, 401, ""},
+		{http.MethodPost, "/system/scale-function/f", true, 200, "scale"},
+		{http.MethodGet, "/system/info", true, 200, "info"},
+		{http.MethodGet, "/system/info", false, 401, ""},
+		{http.MethodPut, "/system/secrets", true, 200, "secrets"},
+		{http.MethodGet, "/system/logs", false, 401, ""},
+		{http.MethodGet, "/system/logs", true, 200, "logs"},
+		// The namespace handlers bring their own auth, as faas-provider has it.
+		{http.MethodGet, "/system/namespaces", false, 200, "namespaces"},
+		{http.MethodPost, "/system/namespace/team-a", false, 200, "namespace"},
+		{http.MethodPost, "/function/f", false, 200, "proxy"},
+		{http.MethodGet, "/function/f/", false, 200, "proxy"},
+		{http.MethodGet, "/function/f/a/b?x=1", false, 200, "proxy"},
+		{http.MethodGet, "/healthz", false, 200, "health"},
+		{http.MethodGet, "/nope", false, 404, ""},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(tt.method, base+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.auth {
+			req.SetBasicAuth(creds.User, creds.Password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.method, tt.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.code || (tt.body != "" && string(b) != tt.body) {
+			t.Errorf("%s %s (auth %v) = %d %q, want %d %q", tt.method, tt.path, tt.auth, resp.StatusCode, b, tt.code, tt.body)
+		}
+	}
+	want := map[string]float64{
+		`provider_http_requests_total{code="200",method="GET",path="/system/function"}`:       1,
+		`provider_http_requests_total{code="401",method="GET",path="/system/function"}`:       1,
+		`provider_http_requests_total{code="200",method="POST",path="/system/functions"}`:     1,
+		`provider_http_request_duration_seconds{code="200",method="GET",path="/system/logs"}`: 1,
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+strconv.Quote(l.GetValue()))
+			}
+			got[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve after the context ended: %v", err)
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("the listener still accepts after shutdown")
+	}
+}
+
+// A port already in use is an error naming it (main exits 1), before any
+// backend starts; never a log.Fatal from a goroutine.
+func TestServePortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	t.Setenv("port", port)
+	var out bytes.Buffer
+	err = run([]string{"serve", "-state-dir", t.TempDir(), "-log-level", "error"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "port "+port) || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("err = %v, want the port %s named as in use", err, port)
+	}
 }

@@ -111,3 +111,65 @@ func TestSimulateScenarioWithOverrides(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// Regressions of the simulate verb, each seen in the output of a run.
+func TestSimulateFlagDefects(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "long.csv")
+	inventory := filepath.Join(dir, "inv.yaml")
+	files := map[string]string{
+		trace: sim.TraceHeader + "\n0.5,f,resnet50\n100.2,f,resnet50\n",
+		inventory: "version: faas-gpu/v1\nnodes:\n- name: big\n  gpus:\n  - uuid: GPU-a\n    product: Tesla V100-SXM2-16GB\n" +
+			"    memory: 16Gi\n    smCount: 80\n",
+	}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		// The default -duration of 1m was applied after -trace reset it.
+		{"a trace runs for its length", []string{"-trace", trace}, "2 requests over 1m41s"},
+		// Even arrivals over 2m: 10 req/s plus 20 more in the burst from
+		// 60 s to 70 s is 1,400 requests (one more where the rate steps
+		// down at 70 s); the bug replaced 10 by 20: 1,300.
+		{"a burst is on top of the rate", []string{"-models", "resnet50", "-process", "even", "-rate", "10", "-burst-rate", "20", "-duration", "2m"}, "1401 requests over 2m0s"},
+		// The default -gpus dropped an -inventory given without -scenario.
+		{"-inventory without a scenario", []string{"-models", "resnet50", "-inventory", inventory, "-duration", "5s"}, "(1 GPUs)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := simulateCmd(append(tt.args, "-quiet", "-policies", "lb"), &out, &errOut); err != nil {
+				t.Fatalf("%v\n%s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, out.String())
+			}
+		})
+	}
+}
+
+// Regression: with no measured request the latency plot panicked (exit 2)
+// and the run's files were incomplete. Now every file is written, the run
+// succeeds, and a note says why the latency plot is empty.
+func TestSimulateOutWithoutMeasuredRequests(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := simulateCmd([]string{"-models", "resnet50", "-duration", "5s", "-warmup", "10s", "-quiet", "-policies", "lb,faas-gpu", "-out", dir}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	for _, f := range []string{"run-summary.csv", "run-series.csv", "run-cdf.csv", "run-functions.csv", "run-latency-cdf.svg", "run-gpus.svg", "run-sm.svg", "run-throughput.svg"} {
+		if info, err := os.Stat(filepath.Join(dir, f)); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(out.String(), "no measured request completed") {
+		t.Errorf("no note about the empty latency plot:\n%s", out.String())
+	}
+}

@@ -13,7 +13,8 @@ import (
 )
 
 // WritePlots writes latency-cdf.svg, gpus.svg, sm.svg and throughput.svg
-// into dir, named after the run.
+// into dir, named after the run. A run in which no measured request
+// completed still gets every file; its latency plot is empty and says so.
 func WritePlots(dir, run string, results []*Result) error {
 	plots := []struct {
 		file string
@@ -73,8 +74,17 @@ func lines(p *plot.Plot, results []*Result, xy func(*Result) plotter.XYs) error 
 func latencyCDFPlot(run string, results []*Result) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = run + ": latency CDF"
-	p.X.Label.Text = "latency (ms, log scale)"
 	p.Y.Label.Text = "fraction of requests"
+	p.Legend.Top = false
+	p.Y.Min, p.Y.Max = 0, 1
+	if !AnyMeasured(results) {
+		// A log axis over no data has the range [0, 0], which gonum
+		// refuses with a panic; an empty linear plot says what happened.
+		p.Title.Text += " (no measured request completed)"
+		p.X.Label.Text = "latency (ms)"
+		return p, nil
+	}
+	p.X.Label.Text = "latency (ms, log scale)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	err := lines(p, results, func(r *Result) plotter.XYs {
@@ -84,9 +94,18 @@ func latencyCDFPlot(run string, results []*Result) (*plot.Plot, error) {
 		}
 		return pts
 	})
-	p.Legend.Top = false
-	p.Y.Min, p.Y.Max = 0, 1
 	return p, err
+}
+
+// AnyMeasured reports whether some result has a measured request's
+// latency: a run whose -warmup covers the whole load has none.
+func AnyMeasured(results []*Result) bool {
+	for _, r := range results {
+		if len(r.Latencies) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func gpusPlot(run string, results []*Result) (*plot.Plot, error) {

@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/profiles"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Spec describes a whole run in plain values: the workload (a trace file or
@@ -190,7 +194,8 @@ func (s *Spec) Workload(cat *Catalog, product string) (*Workload, error) {
 	case len(s.Ramp) > 0:
 		g.Shape = s.Ramp
 	case s.BurstRate > 0:
-		g.Shape = Burst{Base: s.Rate, High: s.BurstRate, Every: s.BurstEvery, Length: s.BurstLength}
+		// BurstRate comes on top of the base rate, as -burst-rate says.
+		g.Shape = Burst{Base: s.Rate, High: s.Rate + s.BurstRate, Every: s.BurstEvery, Length: s.BurstLength}
 	default:
 		g.Shape = Constant(s.Rate)
 	}
@@ -286,4 +291,341 @@ func (r Ramp) String() string {
 		parts[i] = p.At.String() + ":" + strconv.FormatFloat(p.Rate, 'f', -1, 64)
 	}
 	return strings.Join(parts, ",")
+}
+
+// SpecFlags are the command-line flags that describe a run: -scenario
+// picks a published Spec, and every other flag, when given, overrides one
+// part of it. Each flag is registered beside what it does to the Spec, so
+// a flag, its help and its effect cannot drift apart.
+type SpecFlags struct {
+	fs        *flag.FlagSet
+	scenario  string
+	overrides []specOverride
+}
+
+// specOverride is one flag's effect on a Spec.
+type specOverride struct {
+	name  string
+	apply func(*Spec) error
+}
+
+// baseFlag reports whether the flag's value makes part of the Spec of a
+// run without -scenario even when not given: its default is then the
+// run's value.
+func baseFlag(name string) bool {
+	switch name {
+	case "process", "rate", "burst-every", "burst-length", "duration", "seed", "gpus", "gpus-per-node", "policies":
+		return true
+	}
+	return false
+}
+
+// RegisterSpecFlags adds the run's flags to fs; Spec reads them after
+// fs.Parse.
+func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
+	f := &SpecFlags{fs: fs}
+	fs.StringVar(&f.scenario, "scenario", "", "a published run: "+strings.Join(ScenarioNames(), ", "))
+	// The overrides apply in registration order, which carries the
+	// interactions: -trace before -duration (a trace resets the duration
+	// unless -duration is given), -rate before -ramp (a rate drops the
+	// scenario's ramp), -inventory before -gpus (-gpus drops the file).
+	f.str("trace", "", "trace file to replay (header "+TraceHeader+")", func(s *Spec, v string) error {
+		s.Trace, s.Models, s.Name = v, nil, strings.TrimSuffix(filepath.Base(v), filepath.Ext(v))
+		s.Duration = 0
+		return nil
+	})
+	f.str("models", "", "models, one function each: names, name*N (N functions), all, largest:N, smallest:N, spread:N", func(s *Spec, v string) error {
+		s.Models = strings.Split(v, ",")
+		return nil
+	})
+	f.str("name", "", "name of the run in -out's file names (default: the scenario's, the trace's, or run)", func(s *Spec, v string) error {
+		if !ValidRunName(v) {
+			return fmt.Errorf("-name: %q must be letters, digits, '.', '_' or '-'", v)
+		}
+		s.Name = v
+		return nil
+	})
+	f.integer("functions", 0, "number of functions, cycling through -models (0: one per model)", func(s *Spec, v int) error {
+		s.Functions = v
+		return nil
+	})
+	f.boolean("multi-model", false, "one function, zoo, serving every model of -models (requests carry X-Model)", func(s *Spec, v bool) error {
+		s.MultiModel = v
+		return nil
+	})
+	f.float("zipf", 0, "Zipf exponent of the functions' shares (of the models' with -multi-model); 0: equal", func(s *Spec, v float64) error {
+		s.Zipf = v
+		return nil
+	})
+	f.str("process", "poisson", "arrivals: poisson, or even (evenly spaced)", func(s *Spec, v string) error {
+		switch v {
+		case "poisson":
+			s.Poisson = true
+		case "even":
+			s.Poisson = false
+		default:
+			return fmt.Errorf("-process: %q is not poisson or even", v)
+		}
+		return nil
+	})
+	f.float("rate", 10, "total offered load, requests/s", func(s *Spec, v float64) error {
+		s.Rate, s.Ramp = v, nil
+		return nil
+	})
+	f.str("ramp", "", "piecewise linear load instead of -rate: time:rate,... (e.g. 0s:20,90s:110,180s:20)", func(s *Spec, v string) error {
+		r, err := ParseRamp(v)
+		if err != nil {
+			return fmt.Errorf("-ramp: %w", err)
+		}
+		s.Ramp = r
+		return nil
+	})
+	every := f.duration("burst-every", time.Minute, "period of the bursts", func(s *Spec, v time.Duration) error {
+		if v <= 0 {
+			return fmt.Errorf("-burst-every: %s must be positive", v)
+		}
+		s.BurstEvery = v
+		return nil
+	})
+	length := f.duration("burst-length", 10*time.Second, "length of a burst", func(s *Spec, v time.Duration) error {
+		if v <= 0 {
+			return fmt.Errorf("-burst-length: %s must be positive", v)
+		}
+		s.BurstLength = v
+		return nil
+	})
+	f.float("burst-rate", 0, "load during bursts (requests/s) on top of -rate's base", func(s *Spec, v float64) error {
+		if v < 0 {
+			return fmt.Errorf("-burst-rate: %v must be 0 (no bursts) or more", v)
+		}
+		s.BurstRate = v
+		// A scenario without bursts has no period: the flags' defaults give one.
+		if s.BurstEvery <= 0 {
+			s.BurstEvery = *every
+		}
+		if s.BurstLength <= 0 {
+			s.BurstLength = *length
+		}
+		return nil
+	})
+	f.duration("duration", time.Minute, "length of the offered load (with -trace: 0 reads it off the trace)", func(s *Spec, v time.Duration) error {
+		s.Duration = v
+		return nil
+	})
+	f.uint64("seed", 1, "random seed of the workload: a seed gives the same run every time", func(s *Spec, v uint64) error {
+		s.Seed = v
+		return nil
+	})
+	f.duration("slo", 0, "latency SLO of every function (com.openfaas.gpu.slo)", func(s *Spec, v time.Duration) error {
+		s.SLO = v
+		return nil
+	})
+	f.float("slo-factor", 0, "SLO of each function: this multiple of its model's batch-1 latency on a whole GPU", func(s *Spec, v float64) error {
+		s.SLOFactor = v
+		return nil
+	})
+	f.integer("sm", 0, "SM % of every replica (com.openfaas.gpu.sm); 0: the policy chooses", func(s *Spec, v int) error {
+		if v < 0 || v > 100 {
+			return fmt.Errorf("-sm: %d is outside 0-100", v)
+		}
+		s.SMPercent = v
+		return nil
+	})
+	f.str("memory", "", "GPU memory of every replica (com.openfaas.gpu.memory), e.g. 4Gi; empty: from the profile", func(s *Spec, v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("-memory: %q is not a positive quantity such as 4Gi", v)
+		}
+		s.MemoryBytes = q.Value()
+		return nil
+	})
+	f.integer("min", 0, "replicas at least (com.openfaas.scale.min; 0: 1)", func(s *Spec, v int) error {
+		if v < 0 {
+			return fmt.Errorf("-min: %d must be 0 or more", v)
+		}
+		s.Min = v
+		return nil
+	})
+	f.integer("max", 0, "replicas at most (com.openfaas.scale.max; 0: 20)", func(s *Spec, v int) error {
+		if v < 0 {
+			return fmt.Errorf("-max: %d must be 0 (the default of 20) or more", v)
+		}
+		s.Max = v
+		return nil
+	})
+	f.str("inventory", "", "GPU inventory file (docs/inventory.md) instead of -gpus", func(s *Spec, v string) error {
+		s.Inventory = v
+		return nil
+	})
+	f.integer("gpus", 4, "number of Tesla V100-SXM2-16GB", func(s *Spec, v int) error {
+		s.GPUs, s.Inventory = v, ""
+		return nil
+	})
+	f.integer("gpus-per-node", 8, "V100s per node", func(s *Spec, v int) error {
+		if v < 1 {
+			return fmt.Errorf("-gpus-per-node: %d must be at least 1", v)
+		}
+		s.PerNode = v
+		return nil
+	})
+	f.str("policies", "all", "policies to compare, comma-separated: "+strings.Join(PolicyNames(), ", "), func(s *Spec, v string) error {
+		p, err := ParsePolicies(v)
+		if err != nil {
+			return fmt.Errorf("-policies: %w", err)
+		}
+		s.Policies = p
+		return nil
+	})
+	f.duration("warmup", 0, "leave requests arriving before this out of the request metrics", func(s *Spec, v time.Duration) error {
+		s.Options.Warmup = v
+		return nil
+	})
+	f.duration("drain", 5*time.Minute, "how long after the load requests may still finish", func(s *Spec, v time.Duration) error {
+		s.Options.Drain = v
+		return nil
+	})
+	f.float("slo-margin", 1, "faas-gpu and fast-gshare are given SLO x this as their SLO (faas-gpu then holds its batches to half of it, fast-gshare to all of it); violations still count against the SLO", func(s *Spec, v float64) error {
+		if v <= 0 || v > 1 {
+			return fmt.Errorf("-slo-margin: %v is outside (0, 1]", v)
+		}
+		s.Options.SLOMargin = v
+		return nil
+	})
+	f.integer("max-batch", 0, "cap every replica's batch size (0: none)", func(s *Spec, v int) error {
+		if v < 0 {
+			return fmt.Errorf("-max-batch: %d must be 0 (no cap) or more", v)
+		}
+		s.Options.MaxBatch = v
+		return nil
+	})
+	f.boolean("no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)", func(s *Spec, v bool) error {
+		s.Options.NoBacklog = v
+		return nil
+	})
+	f.duration("container-start", 2*time.Second, "placement to process started, before the model loads", func(s *Spec, v time.Duration) error {
+		s.Options.ContainerStart = v
+		return nil
+	})
+	f.integer("locality-bound", 2, "the provider's -locality-bound: requests waiting for a busy replica holding their model", func(s *Spec, v int) error {
+		if v < 1 {
+			return fmt.Errorf("-locality-bound: %d must be at least 1", v)
+		}
+		s.Options.LocalityBound = v
+		return nil
+	})
+	f.duration("warm-ttl", 10*time.Minute, "the provider's -warm-ttl", func(s *Spec, v time.Duration) error {
+		s.Options.WarmTTL = v
+		return nil
+	})
+	return f
+}
+
+func (f *SpecFlags) add(name string, apply func(*Spec) error) {
+	f.overrides = append(f.overrides, specOverride{name: name, apply: apply})
+}
+
+func (f *SpecFlags) str(name, def, usage string, apply func(*Spec, string) error) {
+	v := f.fs.String(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+}
+
+func (f *SpecFlags) integer(name string, def int, usage string, apply func(*Spec, int) error) {
+	v := f.fs.Int(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+}
+
+func (f *SpecFlags) uint64(name string, def uint64, usage string, apply func(*Spec, uint64) error) {
+	v := f.fs.Uint64(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+}
+
+func (f *SpecFlags) float(name string, def float64, usage string, apply func(*Spec, float64) error) {
+	v := f.fs.Float64(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+}
+
+func (f *SpecFlags) boolean(name string, def bool, usage string, apply func(*Spec, bool) error) {
+	v := f.fs.Bool(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+}
+
+// duration returns the flag's value so that other flags' effects can
+// read it.
+func (f *SpecFlags) duration(name string, def time.Duration, usage string, apply func(*Spec, time.Duration) error) *time.Duration {
+	v := f.fs.Duration(name, def, usage)
+	f.add(name, func(s *Spec) error { return apply(s, *v) })
+	return v
+}
+
+// Spec is the run the parsed flags describe: the -scenario's Spec (and
+// what it measures), or without one the base flags' values, with every
+// flag given on the command line applied on top.
+func (f *SpecFlags) Spec() (Spec, string, error) {
+	var s Spec
+	about := ""
+	if f.scenario != "" {
+		var err error
+		if s, about, err = Scenario(f.scenario); err != nil {
+			return Spec{}, "", err
+		}
+	} else {
+		s.Name = "run"
+		if err := s.applyFlags(f, baseFlag); err != nil {
+			return Spec{}, "", err
+		}
+	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if err := s.applyFlags(f, func(name string) bool { return given[name] }); err != nil {
+		return Spec{}, "", err
+	}
+	if err := s.validate(); err != nil {
+		return Spec{}, "", err
+	}
+	return s, about, nil
+}
+
+// applyFlags applies, in registration order, the flags that pick selects.
+func (s *Spec) applyFlags(f *SpecFlags, pick func(name string) bool) error {
+	for _, o := range f.overrides {
+		if !pick(o.name) {
+			continue
+		}
+		if err := o.apply(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks what no single flag can: the parts of a spec that must
+// agree. Errors name the flag that sets the part.
+func (s *Spec) validate() error {
+	if s.Trace == "" && len(s.Models) == 0 {
+		return errors.New("simulate: give -scenario, -trace or -models")
+	}
+	if s.Max > 0 && s.Min > s.Max {
+		return fmt.Errorf("-min: %d is above -max %d", s.Min, s.Max)
+	}
+	if s.Trace == "" && s.Duration <= 0 {
+		return errors.New("-duration: must be positive")
+	}
+	if s.BurstRate > 0 && s.BurstLength > s.BurstEvery {
+		return fmt.Errorf("-burst-length: %s is longer than -burst-every %s", s.BurstLength, s.BurstEvery)
+	}
+	return nil
+}
+
+// ValidRunName reports whether s can name a run's output files: no path
+// separators and no leading dot.
+func ValidRunName(s string) bool {
+	if s == "" || s[0] == '.' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package main
+package agent
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -197,9 +198,12 @@ func TestAgentExportsNVMLReadings(t *testing.T) {
 	gpus := busyIdle()
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1"}})
 	reg := prometheus.NewRegistry()
-	a := &agent{
-		src: gpu.NewNVMLFrom(mockNVML(&gpus), "gpu-node-1"), pub: &annotationPublisher{client: client, node: "gpu-node-1"},
-		interval: time.Hour, log: zap.NewNop(), metrics: newAgentMetrics(reg),
+	a, err := New(Config{
+		Source: gpu.NewNVMLFrom(mockNVML(&gpus), "gpu-node-1"), Publisher: NewAnnotationPublisher(client, "gpu-node-1"),
+		Interval: time.Hour, Log: zap.NewNop(), Metrics: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	for _, s := range steps {
@@ -229,12 +233,16 @@ func TestAgentExportsNVMLReadings(t *testing.T) {
 // Reset-then-Set gauges let one land in between and see none.
 func TestAgentScrapeDuringDiscovery(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a := &agent{interval: time.Hour, log: zap.NewNop(), metrics: newAgentMetrics(reg)}
-	p, err := strconv.Atoi(freePort(t))
+	a, err := New(Config{Source: gpu.NewNVMLFrom(mockNVML(&[]mockGPU{}), "n"), Publisher: NewAnnotationPublisher(fake.NewClientset(), "n"),
+		Interval: time.Hour, Log: zap.NewNop(), Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := a.serveMetrics(p, reg)
+	p, err := testutil.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := a.ServeMetrics(p, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parseSpecFlags(t *testing.T, args ...string) (Spec, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := RegisterSpecFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	s, _, err := f.Spec()
+	return s, err
+}
+
+// The flags' effects on the spec, the interactions between flags
+// included.
+func TestSpecFlags(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(Spec) string // what is wrong, or ""
+	}{
+		{"defaults without a scenario", []string{"-models", "resnet50"}, func(s Spec) string {
+			if s.Name != "run" || s.Rate != 10 || s.Duration != time.Minute || s.Seed != 1 || !s.Poisson ||
+				s.GPUs != 4 || s.PerNode != 8 || !slices.Equal(s.Policies, PolicyNames()) {
+				return "not the flags' defaults"
+			}
+			return ""
+		}},
+		// Regression: the default -duration was applied after -trace reset
+		// it, so a trace ran for one minute instead of its own length.
+		{"a trace without -duration runs for its length", []string{"-trace", "x/w.csv"}, func(s Spec) string {
+			if s.Duration != 0 || s.Trace != "x/w.csv" || s.Name != "w" {
+				return "duration not reset by -trace"
+			}
+			return ""
+		}},
+		{"a trace with -duration", []string{"-trace", "w.csv", "-duration", "20s"}, func(s Spec) string {
+			if s.Duration != 20*time.Second {
+				return "-duration lost"
+			}
+			return ""
+		}},
+		{"a scenario's trace resets its duration", []string{"-scenario", "consolidation", "-trace", "w.csv"}, func(s Spec) string {
+			if s.Duration != 0 || len(s.Models) != 0 {
+				return "scenario's duration or models kept"
+			}
+			return ""
+		}},
+		// Regression: without -scenario the default -gpus was applied after
+		// -inventory and dropped the file.
+		{"-inventory without a scenario", []string{"-models", "resnet50", "-inventory", "inv.yaml"}, func(s Spec) string {
+			if s.Inventory != "inv.yaml" {
+				return "inventory dropped"
+			}
+			return ""
+		}},
+		{"-gpus drops the inventory", []string{"-models", "resnet50", "-inventory", "inv.yaml", "-gpus", "2"}, func(s Spec) string {
+			if s.Inventory != "" || s.GPUs != 2 {
+				return "-gpus did not replace the inventory"
+			}
+			return ""
+		}},
+		{"-rate drops the scenario's ramp", []string{"-scenario", "cost", "-rate", "50"}, func(s Spec) string {
+			if s.Ramp != nil || s.Rate != 50 {
+				return "ramp kept"
+			}
+			return ""
+		}},
+		{"-ramp wins over -rate", []string{"-models", "resnet50", "-rate", "50", "-ramp", "0s:1,10s:2"}, func(s Spec) string {
+			if len(s.Ramp) != 2 {
+				return "ramp lost"
+			}
+			return ""
+		}},
+		{"-burst-rate keeps the base rate", []string{"-scenario", "consolidation", "-burst-rate", "40"}, func(s Spec) string {
+			if s.Rate != 80 || s.BurstRate != 40 || s.BurstEvery != time.Minute || s.BurstLength != 10*time.Second {
+				return "burst not on top of the scenario's rate with the default period"
+			}
+			return ""
+		}},
+		{"scenario values stay unless overridden", []string{"-scenario", "locality", "-warmup", "1s", "-name", "loc2"}, func(s Spec) string {
+			if s.Options.Warmup != time.Second || s.Min != 4 || s.Max != 4 || s.Zipf != 1.1 || s.Name != "loc2" || s.Duration != 20*time.Minute {
+				return "scenario not kept under the overrides"
+			}
+			return ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseSpecFlags(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tt.check(s); msg != "" {
+				t.Errorf("%s: %+v", msg, s)
+			}
+		})
+	}
+}
+
+func TestSpecFlagsReject(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "-scenario, -trace or -models"},
+		{[]string{"-scenario", "locality", "-min", "5"}, "-min"},
+		{[]string{"-models", "resnet50", "-duration", "0s"}, "-duration"},
+		{[]string{"-models", "resnet50", "-burst-rate", "-1"}, "-burst-rate"},
+		{[]string{"-models", "resnet50", "-burst-rate", "5", "-burst-every", "5s"}, "-burst-length"},
+		{[]string{"-models", "resnet50", "-burst-every", "0s"}, "-burst-every"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if _, err := parseSpecFlags(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// Regression: -burst-rate replaced the base rate during a burst though
+// its help says "on top of -rate".
+func TestSpecBurstIsOnTopOfTheRate(t *testing.T) {
+	s := Spec{Name: "b", Models: []string{"resnet50"}, Rate: 10, BurstRate: 20, BurstEvery: time.Minute, BurstLength: 10 * time.Second,
+		Duration: 2 * time.Minute, Seed: 1}
+	w, err := s.Workload(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := 0, 0
+	for _, a := range w.Arrivals {
+		if a.At >= time.Minute && a.At < time.Minute+10*time.Second {
+			in++
+		} else {
+			out++
+		}
+	}
+	// Even arrivals: 30 req/s for the 10 s burst, 10 req/s for the other 110 s.
+	if in < 299 || in > 301 || out < 1099 || out > 1101 {
+		t.Fatalf("%d requests in the burst, %d outside; want 300 and 1100", in, out)
+	}
+}
+
+// Regression: a trace replayed without a duration ran for the default
+// minute, not the trace's own length.
+func TestSpecTraceLength(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.csv")
+	if err := os.WriteFile(path, []byte(TraceHeader+"\n0.5,f,resnet50\n100.2,f,resnet50\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseSpecFlags(t, "-trace", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Workload(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Duration != 101*time.Second || len(w.Arrivals) != 2 {
+		t.Fatalf("duration %s with %d requests, want 1m41s with 2", w.Duration, len(w.Arrivals))
+	}
+}
