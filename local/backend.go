@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -71,6 +72,9 @@ type Backend struct {
 	namespaces map[string]types.FunctionNamespace
 	closed     bool
 
+	// quarantined counts the state records moved aside at start-up.
+	quarantined atomic.Uint64
+
 	// waiting counts the requests the proxy's dispatcher queues for a
 	// replica, per function (key: namespace/name), as it reports them
 	// (Queued). Its own lock: the dispatcher reports under its lock.
@@ -85,6 +89,9 @@ type function struct {
 	createdAt time.Time
 	replicas  []*replica // placed or pending, in service
 	idle      []*replica // warm: model in memory, out of service, most recent last
+	// saved is the record as last written or read at start-up: a record
+	// equal to it is not written again.
+	saved []byte
 
 	requests    atomic.Uint64
 	lastRequest atomic.Int64 // unix nanoseconds
@@ -165,17 +172,33 @@ func New(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// QuarantinedRecords counts the state records that could not be read at
+// start-up and were moved to the state dir's quarantine folder.
+func (b *Backend) QuarantinedRecords() uint64 { return b.quarantined.Load() }
+
 func (b *Backend) restore() error {
-	var err error
-	if b.namespaces, err = b.state.loadNamespaces(); err != nil {
+	nss, badNS, err := b.state.loadNamespaces()
+	if err != nil {
 		return err
+	}
+	b.namespaces = nss
+	recs, bad, err := b.state.loadFunctions()
+	if err != nil {
+		return err
+	}
+	if badNS != nil {
+		bad = append(bad, *badNS)
+	}
+	for _, q := range bad {
+		b.quarantined.Add(1)
+		b.log.Error("state record unreadable: moved to quarantine, serving the rest",
+			zap.String("record", q.path), zap.String("movedTo", q.to), zap.Error(q.err))
+	}
+	if badNS != nil {
+		b.rebuildNamespaces(recs)
 	}
 	if _, ok := b.namespaces[DefaultNamespace]; !ok {
 		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
-	}
-	recs, err := b.state.loadFunctions()
-	if err != nil {
-		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -186,7 +209,7 @@ func (b *Backend) restore() error {
 			b.log.Warn("function's profile changed; keeping its stored request", zap.String("function", rec.Function.Name()), zap.Error(err))
 			pl = scheduler.Plan{Request: rec.Function.GPU, Base: scheduler.SliceConfig{SMPercent: rec.Function.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, Decision: err.Error()}
 		}
-		fn := &function{spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt}
+		fn := &function{spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt, saved: rec.raw}
 		for _, pr := range rec.Placed {
 			r := &replica{id: pr.ID, config: pr.Config, pendingSince: now}
 			if r.config.SMPercent == 0 {
@@ -221,12 +244,38 @@ func (b *Backend) restore() error {
 		}
 	}
 	b.reconcileLocked(now)
-	for _, fn := range b.functions {
-		if err := b.saveLocked(fn); err != nil {
-			return err
-		}
+	// Only records that changed (a placement lost or new) are written: a
+	// restart costs no write per function.
+	for _, fn := range b.sortedFunctionsLocked() {
+		b.saveLogged(fn)
 	}
 	return nil
+}
+
+// rebuildNamespaces names again, after namespaces.json was unreadable, the
+// namespaces that functions or secrets on disk are in; their labels and
+// annotations are in the quarantined file.
+func (b *Backend) rebuildNamespaces(recs []loadedRecord) {
+	names := map[string]bool{}
+	for _, rec := range recs {
+		names[rec.Function.Namespace()] = true
+	}
+	secretNS, err := b.state.secretNamespaces()
+	if err != nil {
+		b.log.Error("namespaces of secrets not rebuilt", zap.Error(err))
+	}
+	for _, n := range secretNS {
+		names[n] = true
+	}
+	for n := range names {
+		b.namespaces[n] = types.FunctionNamespace{Name: n, Labels: map[string]string{"openfaas": "1"}}
+	}
+	if _, ok := b.namespaces[DefaultNamespace]; !ok {
+		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
+	}
+	if err := b.state.saveNamespaces(b.namespaces); err != nil {
+		b.log.Error("rebuilt namespaces not saved", zap.Error(err))
+	}
 }
 
 // Close stops the autoscaler and every replica; functions stay in the
@@ -486,6 +535,8 @@ func (b *Backend) sortedFunctionsLocked() []*function {
 	return fns
 }
 
+// saveLocked writes fn's record, unless it is the one last written: every
+// change writes it once, however many steps saved along the way.
 func (b *Backend) saveLocked(fn *function) error {
 	rec := functionRecord{Function: fn.spec, Replicas: fn.desired, CreatedAt: fn.createdAt}
 	for _, r := range fn.replicas {
@@ -496,7 +547,27 @@ func (b *Backend) saveLocked(fn *function) error {
 	for _, r := range fn.idle {
 		rec.Placed = append(rec.Placed, replicaRecord{ID: r.id, Placement: *r.placement, Config: r.config, Idle: true})
 	}
-	return b.state.saveFunction(rec)
+	data, err := encodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(data, fn.saved) {
+		return nil
+	}
+	if err := b.state.saveFunction(fn.spec.Namespace(), fn.spec.Name(), data); err != nil {
+		return err
+	}
+	fn.saved = data
+	return nil
+}
+
+// saveLogged is saveLocked where no caller waits for the answer (the
+// autoscaler, evictions, start-up): a failure is logged, and the next save
+// of the function tries again, as its record still differs.
+func (b *Backend) saveLogged(fn *function) {
+	if err := b.saveLocked(fn); err != nil {
+		b.log.Error("function record not saved", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.Error(err))
+	}
 }
 
 func newReplicaID(fn string) string {
