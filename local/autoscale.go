@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -83,9 +82,7 @@ func (b *Backend) Tick(now time.Time) {
 		}
 	}
 	b.reconcileLocked(now)
-	if len(jobs) > 0 {
-		go stopAll(context.Background(), jobs)
-	}
+	b.stopLaterLocked(jobs)
 }
 
 // expireWarmLocked stops warm replicas idle for longer than the warm TTL.

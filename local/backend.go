@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -72,6 +73,15 @@ type Backend struct {
 	namespaces map[string]types.FunctionNamespace
 	closed     bool
 
+	// stopping counts the replica stops that run once the lock is let go
+	// (update, delete, eviction, expiry), so that Close waits for every
+	// process a replica started. Add only under mu while not closed.
+	stopping sync.WaitGroup
+	// stopCtx is the context of those stops; Close cancels it when its own
+	// context ends first, and each stop then kills its process group at once.
+	stopCtx     context.Context
+	cancelStops context.CancelFunc
+
 	// quarantined counts the state records moved aside at start-up.
 	quarantined atomic.Uint64
 
@@ -116,7 +126,15 @@ type replica struct {
 	// readyAfter is how long the replica took from placement to ready, in
 	// nanoseconds; 0 until it is ready. Set once, by the start-up watch.
 	readyAfter atomic.Int64
+	// quiet is set once the replica is stopped: output that comes later
+	// (a grandchild's, say) is dropped, so a deleted function's log ring
+	// does not come back.
+	quiet atomic.Bool
 }
+
+// errClosed answers changes asked of a closed backend: it would start
+// replicas nothing stops.
+var errClosed = errors.New("local backend is closed")
 
 func key(ns, name string) string { return ns + "/" + name }
 
@@ -146,21 +164,25 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	c := cache.New(cache.DefaultOptions)
+	stopCtx, cancelStops := context.WithCancel(context.Background())
 	b := &Backend{
-		cfg:       cfg,
-		log:       cfg.Log,
-		alloc:     scheduler.NewAllocator(cfg.Inventory, c),
-		cache:     c,
-		state:     st,
-		logs:      newLogHub(2000),
-		stats:     scheduler.NewStatsRecorder(),
-		product:   cfg.Inventory.MainProduct(),
-		functions: map[string]*function{},
-		waiting:   map[string]int{},
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		stopCtx:     stopCtx,
+		cancelStops: cancelStops,
+		cfg:         cfg,
+		log:         cfg.Log,
+		alloc:       scheduler.NewAllocator(cfg.Inventory, c),
+		cache:       c,
+		state:       st,
+		logs:        newLogHub(2000),
+		stats:       scheduler.NewStatsRecorder(),
+		product:     cfg.Inventory.MainProduct(),
+		functions:   map[string]*function{},
+		waiting:     map[string]int{},
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	if err := b.restore(); err != nil {
+		cancelStops()
 		st.close()
 		return nil, err
 	}
@@ -292,20 +314,54 @@ func (b *Backend) Close(ctx context.Context) error {
 	for _, fn := range b.functions {
 		for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
 			if r.run != nil {
-				jobs = append(jobs, stopJob{run: r.run})
+				jobs = append(jobs, stopJob{run: r.run, quiet: &r.quiet})
 			}
 		}
 	}
 	b.mu.Unlock()
 	<-b.done
 	stopAll(ctx, jobs)
+	b.waitStops(ctx)
 	return b.state.close()
+}
+
+// waitStops waits for the replica stops still in flight. When ctx ends
+// first they are told to kill at once, and waited for all the same: a
+// provider that exits before its replicas' process groups are gone leaves
+// their grandchildren running (Pdeathsig reaches only the child).
+func (b *Backend) waitStops(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		b.stopping.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.cancelStops()
+		<-done
+	}
+	b.cancelStops()
+}
+
+// stopLaterLocked stops jobs once the lock is let go, tracked so Close
+// waits for them.
+func (b *Backend) stopLaterLocked(jobs []stopJob) {
+	if len(jobs) == 0 {
+		return
+	}
+	b.stopping.Add(1)
+	go func() {
+		defer b.stopping.Done()
+		stopAll(b.stopCtx, jobs)
+	}()
 }
 
 // stopJob is a removed replica still to stop and clean up.
 type stopJob struct {
-	run runner
-	dir string
+	run   runner
+	dir   string
+	quiet *atomic.Bool // the replica's: set once it is stopped
 }
 
 func stopAll(ctx context.Context, jobs []stopJob) {
@@ -316,6 +372,9 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 			defer wg.Done()
 			if j.run != nil {
 				_ = j.run.Stop(ctx)
+			}
+			if j.quiet != nil {
+				j.quiet.Store(true)
 			}
 			if j.dir != "" {
 				_ = os.RemoveAll(j.dir)
@@ -329,6 +388,9 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	ns, name := spec.Namespace(), spec.Name()
 	pl, err := b.checkLocked(spec)
 	if err != nil {
@@ -351,15 +413,17 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 // stopped before the new ones are placed: a GPU has no room for a surge.
 func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	ns, name := spec.Namespace(), spec.Name()
 	fn, ok := b.functions[key(ns, name)]
 	if !ok {
-		b.mu.Unlock()
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
 	pl, err := b.checkLocked(spec)
 	if err != nil {
-		b.mu.Unlock()
 		return err
 	}
 	now := time.Now()
@@ -369,8 +433,7 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	b.growLocked(fn, now)
 	b.reconcileLocked(now)
 	err = b.saveLocked(fn)
-	b.mu.Unlock()
-	go stopAll(context.Background(), stopped)
+	b.stopLaterLocked(stopped)
 	return err
 }
 
@@ -397,6 +460,10 @@ func (b *Backend) checkLocked(spec scheduler.Function) (scheduler.Plan, error) {
 // Delete removes a function and its replicas.
 func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
 	fn, ok := b.functions[key(ns, name)]
 	if !ok {
 		b.mu.Unlock()
@@ -407,9 +474,22 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 	delete(b.functions, key(ns, name))
 	err := b.state.deleteFunction(ns, name)
 	b.reconcileLocked(now)
+	b.stopping.Add(1)
 	b.mu.Unlock()
-	b.logs.Forget(ns, name)
-	stopAll(ctx, stopped)
+	defer b.stopping.Done()
+
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.stopCtx, cancel)()
+	stopAll(stopCtx, stopped)
+	// Only now, with the replicas gone and what they printed on the way
+	// out logged (quiet drops anything later), does the ring go; unless a
+	// function of that name was deployed meanwhile and writes to it.
+	b.mu.Lock()
+	if _, again := b.functions[key(ns, name)]; !again {
+		b.logs.Forget(ns, name)
+	}
+	b.mu.Unlock()
 	return err
 }
 
@@ -419,6 +499,9 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	fn, ok := b.functions[key(ns, name)]
 	if !ok {
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
@@ -518,7 +601,7 @@ func (b *Backend) releaseLocked(fn *function, r *replica, now time.Time) stopJob
 	if r.run != nil {
 		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "replica removed", now)
 	}
-	return stopJob{run: r.run, dir: b.state.replicaDir(r.id)}
+	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}
 }
 
 func (b *Backend) sortedFunctionsLocked() []*function {

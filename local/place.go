@@ -53,9 +53,7 @@ func (b *Backend) reconcileLocked(now time.Time) {
 			}
 		}
 	}
-	if len(evicted) > 0 {
-		go stopAll(context.Background(), evicted)
-	}
+	b.stopLaterLocked(evicted)
 }
 
 // forgetEvictedLocked drops the warm replicas the allocator evicted to make
@@ -71,7 +69,7 @@ func (b *Backend) forgetEvictedLocked(ids []string, now time.Time) []stopJob {
 				fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
 				b.log.Info("warm replica evicted to free GPU memory", zap.String("function", fn.spec.Name()), zap.String("replica", id))
 				b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), id, "warm replica evicted: its GPU memory was needed", now)
-				jobs = append(jobs, stopJob{run: r.run, dir: b.state.replicaDir(id)})
+				jobs = append(jobs, stopJob{run: r.run, dir: b.state.replicaDir(id), quiet: &r.quiet})
 				if err := b.saveLocked(fn); err != nil {
 					b.log.Error("save", zap.Error(err))
 				}
@@ -104,7 +102,11 @@ func (b *Backend) speedFor(fn *function, c scheduler.SliceConfig) func(string) f
 func (b *Backend) startLocked(fn *function, r *replica, now time.Time) {
 	started := time.Now() // the start-up's clock: now may be made up
 	ns, name := fn.spec.Namespace(), fn.spec.Name()
-	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
+	sink := func(instance, text string) {
+		if !r.quiet.Load() {
+			b.logs.Append(ns, name, instance, text, time.Now())
+		}
+	}
 	spec, err := b.replicaSpec(fn, r)
 	if err != nil {
 		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))

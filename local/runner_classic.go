@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,9 @@ type classicRunner struct {
 	srv  loopbackServer
 	path string
 	args []string
+	// requests counts the handlers still running, so that Stop returns
+	// only once every request's process group has been killed.
+	requests sync.WaitGroup
 }
 
 func newClassicRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
@@ -67,10 +71,15 @@ func (r *classicRunner) Stop(ctx context.Context) error {
 	if r.srv.stop(ctx) {
 		r.log.Warn("replica stopped with requests in flight", zap.String("replica", r.spec.ID))
 	}
+	// Their contexts are cancelled now; each kills its group, bounded by
+	// killWait.
+	r.requests.Wait()
 	return nil
 }
 
 func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
+	r.requests.Add(1)
+	defer r.requests.Done()
 	ctx := req.Context()
 	cmd := exec.CommandContext(ctx, r.path, r.args...)
 	cmd.Dir = r.spec.WorkDir
@@ -88,6 +97,10 @@ func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
 	cmd.Stderr = stderr
 
 	err := cmd.Run()
+	// The request is over: whatever it left running in its group (a
+	// background job of a shell script) would outlive the replica, and
+	// the provider, which nothing else stops.
+	_ = signalGroup(cmd.Process, syscall.SIGKILL)
 	stderr.Flush()
 	if ctx.Err() != nil {
 		return // the caller is gone, or the replica is stopping
