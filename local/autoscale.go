@@ -77,11 +77,9 @@ func (b *Backend) Tick(now time.Time) {
 		b.log.Info("autoscaled", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()),
 			zap.Int("added", len(d.Add)), zap.Int("removed", len(d.Remove)), zap.Int("replicas", fn.desired), zap.Float64("rate", rate), zap.String("reason", d.Reason))
 		b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), "autoscaler", d.Reason, now)
-		if err := b.saveLocked(fn); err != nil {
-			b.log.Error("save", zap.Error(err))
-		}
+		b.saveLogged(fn)
 	}
-	b.reconcileLocked(now)
+	b.reconcileLocked(now, nil)
 	b.stopLaterLocked(jobs)
 }
 
@@ -110,9 +108,7 @@ func (b *Backend) expireWarmLocked(now time.Time) []stopJob {
 		}
 		fn.idle = kept
 		if changed {
-			if err := b.saveLocked(fn); err != nil {
-				b.log.Error("save", zap.Error(err))
-			}
+			b.saveLogged(fn)
 		}
 	}
 	return jobs

@@ -265,7 +265,7 @@ func (b *Backend) restore() error {
 			}
 		}
 	}
-	b.reconcileLocked(now)
+	b.reconcileLocked(now, nil)
 	// Only records that changed (a placement lost or new) are written: a
 	// restart costs no write per function.
 	for _, fn := range b.sortedFunctionsLocked() {
@@ -403,10 +403,100 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC()}
 	fn.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
 	b.functions[key(ns, name)] = fn
-	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.Decision))
 	b.growLocked(fn, now)
-	b.reconcileLocked(now)
-	return b.saveLocked(fn)
+	err = b.commitLocked(fn, now, func() {
+		delete(b.functions, key(ns, name))
+		// What placing it logged (pending reasons) belongs to no function.
+		b.logs.Forget(ns, name)
+	})
+	if err != nil {
+		return fmt.Errorf("deploy %s.%s: %w", name, ns, err)
+	}
+	b.log.Info("slice chosen", zap.String("function", name), zap.String("decision", pl.Decision))
+	return nil
+}
+
+// commitLocked makes a change to fn durable before it takes effect: it
+// places fn's pending replicas, writes fn's record, and only then starts
+// them and places the other functions' pending replicas. When the record
+// cannot be written, the bookings are released, undo puts fn back as it
+// was, and the error is returned: nothing of the change runs. (A warm
+// replica of another function evicted to make room stays evicted: a model
+// cache entry, not a function's state.)
+func (b *Backend) commitLocked(fn *function, now time.Time, undo func()) error {
+	placed, evicted, touched := b.placeLocked(fn, now)
+	err := b.saveLocked(fn)
+	if err != nil {
+		for _, r := range placed {
+			if rerr := b.alloc.Release(r.id, now); rerr != nil {
+				b.log.Error("release", zap.String("replica", r.id), zap.Error(rerr))
+			}
+			r.placement = nil
+		}
+		undo()
+	} else {
+		for _, r := range placed {
+			b.startLocked(fn, r, now)
+		}
+	}
+	for _, f := range touched {
+		if f != fn {
+			b.saveLogged(f)
+		}
+	}
+	b.stopLaterLocked(evicted)
+	b.reconcileLocked(now, fn)
+	return err
+}
+
+// fnState is what a change to a function's replica count may touch, kept
+// to undo it.
+type fnState struct {
+	desired     int
+	replicas    []*replica
+	idle        []*replica
+	lastRequest int64
+}
+
+func (fn *function) state() fnState {
+	return fnState{desired: fn.desired, replicas: append([]*replica(nil), fn.replicas...),
+		idle: append([]*replica(nil), fn.idle...), lastRequest: fn.lastRequest.Load()}
+}
+
+// rollbackLocked puts fn's replicas back as in s, after a change whose
+// record was not written: warm replicas put in service go warm again and
+// replicas made warm go back in service. Its new placements are already
+// released (commitLocked); a warm replica evicted meanwhile stays gone.
+func (b *Backend) rollbackLocked(fn *function, s fnState, now time.Time) {
+	wasIdle, present := map[*replica]bool{}, map[*replica]bool{}
+	for _, r := range s.idle {
+		wasIdle[r] = true
+	}
+	for _, r := range append(append([]*replica{}, fn.replicas...), fn.idle...) {
+		present[r] = true
+	}
+	// Demotions first: they free the SM % the promotions take back.
+	for _, r := range fn.replicas {
+		if wasIdle[r] && r.placement != nil {
+			if err := b.alloc.Demote(r.id, now); err != nil {
+				b.log.Error("undo: demote", zap.String("replica", r.id), zap.Error(err))
+			}
+		}
+	}
+	for _, r := range fn.idle {
+		if !wasIdle[r] {
+			if err := b.alloc.Promote(r.id); err != nil {
+				b.log.Error("undo: promote", zap.String("replica", r.id), zap.Error(err))
+			}
+		}
+	}
+	fn.desired, fn.replicas, fn.idle = s.desired, s.replicas, fn.idle[:0]
+	for _, r := range s.idle {
+		if present[r] {
+			fn.idle = append(fn.idle, r)
+		}
+	}
+	fn.lastRequest.Store(s.lastRequest)
 }
 
 // Update replaces a function's spec and restarts its replicas on it, all
@@ -426,15 +516,26 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	if err != nil {
 		return err
 	}
+	// The new spec is written before anything changes: a write that fails
+	// leaves the function as it was, its replicas running. Its placements
+	// follow once the new replicas are placed; a restart in between places
+	// them afresh.
+	desired := spec.Scale.Clamp(fn.desired)
+	data, err := encodeRecord(functionRecord{Function: spec, Replicas: desired, CreatedAt: fn.createdAt})
+	if err != nil {
+		return fmt.Errorf("update %s.%s: %w", name, ns, err)
+	}
+	if err := b.state.saveFunction(ns, name, data); err != nil {
+		return fmt.Errorf("update %s.%s: %w", name, ns, err)
+	}
+	fn.saved = data
 	now := time.Now()
 	stopped := b.dropAllLocked(fn, now)
-	fn.spec, fn.plan = spec, pl
-	fn.desired = spec.Scale.Clamp(fn.desired)
+	fn.spec, fn.plan, fn.desired = spec, pl, desired
 	b.growLocked(fn, now)
-	b.reconcileLocked(now)
-	err = b.saveLocked(fn)
+	b.reconcileLocked(now, nil)
 	b.stopLaterLocked(stopped)
-	return err
+	return nil
 }
 
 // checkLocked rejects what could never run (an unknown namespace, a missing
@@ -469,11 +570,16 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 		b.mu.Unlock()
 		return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 	}
+	// The record goes first: one that stays would bring the function back
+	// at the next start.
+	if err := b.state.deleteFunction(ns, name); err != nil {
+		b.mu.Unlock()
+		return err
+	}
 	now := time.Now()
 	stopped := b.dropAllLocked(fn, now)
 	delete(b.functions, key(ns, name))
-	err := b.state.deleteFunction(ns, name)
-	b.reconcileLocked(now)
+	b.reconcileLocked(now, nil)
 	b.stopping.Add(1)
 	b.mu.Unlock()
 	defer b.stopping.Done()
@@ -490,7 +596,7 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 		b.logs.Forget(ns, name)
 	}
 	b.mu.Unlock()
-	return err
+	return nil
 }
 
 // Scale sets the desired replica count, inside the function's bounds.
@@ -511,12 +617,15 @@ func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) erro
 		b.log.Info("replica count clamped to the function's scale bounds", zap.String("function", name), zap.Int("asked", replicas), zap.Int("set", want))
 	}
 	now := time.Now()
+	before := fn.state()
 	if want > fn.desired {
 		fn.lastRequest.Store(now.UnixNano()) // a scale-up is demand: not idle
 	}
 	b.setDesiredLocked(fn, want, now)
-	b.reconcileLocked(now)
-	return b.saveLocked(fn)
+	if err := b.commitLocked(fn, now, func() { b.rollbackLocked(fn, before, now) }); err != nil {
+		return fmt.Errorf("scale %s.%s: %w", name, ns, err)
+	}
+	return nil
 }
 
 // setDesiredLocked grows or shrinks fn to n replicas: growth reuses warm

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,66 +19,85 @@ import (
 	"go.uber.org/zap"
 )
 
-// reconcileLocked places pending replicas, oldest function first, and
-// starts them. It runs after every change that may free or need capacity.
-func (b *Backend) reconcileLocked(now time.Time) {
+// reconcileLocked places pending replicas, oldest function first, writes
+// the records that changed and starts what was placed. It runs after every
+// change that may free or need capacity. skip, when set, is a function
+// whose replicas were just tried (commitLocked).
+func (b *Backend) reconcileLocked(now time.Time, skip *function) {
 	if b.closed {
 		return
 	}
 	var evicted []stopJob
+	var touched []*function
 	for _, fn := range b.sortedFunctionsLocked() {
-		placedAny := false
-		for _, r := range fn.replicas {
-			if r.placement != nil {
-				continue
-			}
-			began := time.Now() // not now: that may be a test's made-up time
-			p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: b.speedFor(fn, r.config)})
-			b.stats.Placed(gone, err, time.Since(began))
-			if err != nil {
-				if r.reason != err.Error() {
-					r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
-					b.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("replica", r.id), zap.String("reason", r.reason))
-					b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "pending: "+r.reason, now)
-				}
-				continue
-			}
-			evicted = append(evicted, b.forgetEvictedLocked(gone, now)...)
-			r.placement, r.reason, r.reasonCode = &p, "", ""
-			placedAny = true
+		if fn == skip {
+			continue
+		}
+		placed, ev, t := b.placeLocked(fn, now)
+		evicted, touched = append(evicted, ev...), append(touched, t...)
+		if len(placed) == 0 {
+			continue
+		}
+		// Recorded before started: a replica runs only where its record says.
+		b.saveLogged(fn)
+		for _, r := range placed {
 			b.startLocked(fn, r, now)
 		}
-		if placedAny {
-			if err := b.saveLocked(fn); err != nil {
-				b.log.Error("save placements", zap.String("function", fn.spec.Name()), zap.Error(err))
-			}
-		}
+	}
+	for _, fn := range touched {
+		b.saveLogged(fn) // a no-op for those saved above
 	}
 	b.stopLaterLocked(evicted)
 }
 
+// placeLocked books GPUs for fn's pending replicas and returns those placed,
+// still to start, the warm replicas evicted to make room, still to stop,
+// and the functions those belonged to, whose records changed.
+func (b *Backend) placeLocked(fn *function, now time.Time) (placed []*replica, evicted []stopJob, touched []*function) {
+	for _, r := range fn.replicas {
+		if r.placement != nil {
+			continue
+		}
+		began := time.Now() // not now: that may be a test's made-up time
+		p, gone, err := b.alloc.Place(r.id, requestOf(fn, r), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: b.speedFor(fn, r.config)})
+		b.stats.Placed(gone, err, time.Since(began))
+		if err != nil {
+			if r.reason != err.Error() {
+				r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
+				b.log.Info("replica pending", zap.String("function", fn.spec.Name()), zap.String("namespace", fn.spec.Namespace()), zap.String("replica", r.id), zap.String("reason", r.reason))
+				b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), r.id, "pending: "+r.reason, now)
+			}
+			continue
+		}
+		jobs, fns := b.forgetEvictedLocked(gone, now)
+		evicted, touched = append(evicted, jobs...), append(touched, fns...)
+		r.placement, r.reason, r.reasonCode = &p, "", ""
+		placed = append(placed, r)
+	}
+	return placed, evicted, touched
+}
+
 // forgetEvictedLocked drops the warm replicas the allocator evicted to make
-// room and returns them to stop.
-func (b *Backend) forgetEvictedLocked(ids []string, now time.Time) []stopJob {
+// room and returns them to stop, with the functions they belonged to.
+func (b *Backend) forgetEvictedLocked(ids []string, now time.Time) ([]stopJob, []*function) {
 	var jobs []stopJob
+	var fns []*function
 	for _, id := range ids {
 		for _, fn := range b.functions {
-			for i, r := range fn.idle {
-				if r.id != id {
-					continue
-				}
-				fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
-				b.log.Info("warm replica evicted to free GPU memory", zap.String("function", fn.spec.Name()), zap.String("replica", id))
-				b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), id, "warm replica evicted: its GPU memory was needed", now)
-				jobs = append(jobs, stopJob{run: r.run, dir: b.state.replicaDir(id), quiet: &r.quiet})
-				if err := b.saveLocked(fn); err != nil {
-					b.log.Error("save", zap.Error(err))
-				}
-				break
+			i := slices.IndexFunc(fn.idle, func(r *replica) bool { return r.id == id })
+			if i < 0 {
+				continue
 			}
+			r := fn.idle[i]
+			fn.idle = append(fn.idle[:i], fn.idle[i+1:]...)
+			b.log.Info("warm replica evicted to free GPU memory", zap.String("function", fn.spec.Name()), zap.String("replica", id))
+			b.logs.Append(fn.spec.Namespace(), fn.spec.Name(), id, "warm replica evicted: its GPU memory was needed", now)
+			jobs = append(jobs, stopJob{run: r.run, dir: b.state.replicaDir(id), quiet: &r.quiet})
+			fns = append(fns, fn)
+			break
 		}
 	}
-	return jobs
+	return jobs, fns
 }
 
 // speedFor is the profiled throughput of fn's model at slice c on each

@@ -34,8 +34,10 @@ type stateStore struct {
 	// writes counts the files written: a write is an fsync of the file and
 	// of its directory, the cost that must not grow with the functions.
 	writes atomic.Uint64
-	// writeFile is writeFileAtomic; tests put a failing one in its place.
-	writeFile func(path string, data []byte, perm os.FileMode) error
+	// writeFile is writeFileAtomic and removeFile os.Remove; tests put
+	// failing ones in their place.
+	writeFile  func(path string, data []byte, perm os.FileMode) error
+	removeFile func(path string) error
 }
 
 // quarantined is a record that could not be read at start-up, moved aside.
@@ -88,7 +90,7 @@ func openState(dir string) (*stateStore, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "replicas"), 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	return &stateStore{dir: dir, lock: lock, writeFile: writeFileAtomic}, nil
+	return &stateStore{dir: dir, lock: lock, writeFile: writeFileAtomic, removeFile: os.Remove}, nil
 }
 
 // write replaces path with data through writeFile and counts it.
@@ -181,8 +183,8 @@ func (s *stateStore) saveFunction(ns, name string, data []byte) error {
 }
 
 func (s *stateStore) deleteFunction(ns, name string) error {
-	if err := os.Remove(s.functionPath(ns, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete function %s: %w", name, err)
+	if err := s.removeFile(s.functionPath(ns, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete function %s.%s: %w", name, ns, err)
 	}
 	return nil
 }
