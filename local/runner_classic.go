@@ -38,7 +38,11 @@ type classicRunner struct {
 	path string
 	args []string
 	// requests counts the handlers still running, so that Stop returns
-	// only once every request's process group has been killed.
+	// only once every request's process group has been killed; stopping,
+	// under mu, keeps a handler that starts late from adding to it while
+	// Stop waits.
+	mu       sync.Mutex
+	stopping bool
 	requests sync.WaitGroup
 }
 
@@ -73,12 +77,22 @@ func (r *classicRunner) Stop(ctx context.Context) error {
 	}
 	// Their contexts are cancelled now; each kills its group, bounded by
 	// killWait.
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
 	r.requests.Wait()
 	return nil
 }
 
 func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		http.Error(w, "replica stopping", http.StatusServiceUnavailable)
+		return
+	}
 	r.requests.Add(1)
+	r.mu.Unlock()
 	defer r.requests.Done()
 	ctx := req.Context()
 	cmd := exec.CommandContext(ctx, r.path, r.args...)
