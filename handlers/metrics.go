@@ -19,6 +19,13 @@ type collector struct {
 	cacheHits, cacheNodeHits, cacheMisses, evictions    *prometheus.Desc
 	decisions, decisionSeconds, autoscaler              *prometheus.Desc
 	startupSeconds, modelLoadSeconds                    *prometheus.Desc
+	quarantined                                         *prometheus.Desc
+}
+
+// quarantineCounter is a backend with a state directory of its own (local
+// mode), which sets unreadable records aside rather than refusing to start.
+type quarantineCounter interface {
+	QuarantinedRecords() uint64
 }
 
 // unknownReason labels pending replicas no placement was tried for yet
@@ -49,13 +56,14 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		decisionSeconds:  d("scheduler_decision_duration_seconds", "Wall time of one placement attempt."),
 		autoscaler:       d("autoscaler_actions_total", "Autoscaler decisions applied, by direction: up adds replicas, down removes some (to zero included).", "function", "namespace", "direction"),
 		startupSeconds:   d("replica_startup_seconds", "Time from a replica's placement (Kubernetes: its pod's creation, to the second) to ready: for a process or a pod mostly its model load; an emulated replica is ready at once and loads on its first request."),
+		quarantined:      d("state_records_quarantined_total", "State records (local mode) that could not be read at start-up and were moved to the state dir's quarantine folder; the rest is served."),
 		modelLoadSeconds: d("model_load_duration_seconds", "Model loads whose duration the provider knows, by source: cold (a cache miss) or node (the node tier); emulated replicas only, as a process or a pod loads its model unseen (see replica_startup_seconds).", "source"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.fnSLO, c.pending,
-		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds} {
+		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds, c.quarantined} {
 		ch <- d
 	}
 }
@@ -140,5 +148,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range st.Autoscaler {
 		counter(c.autoscaler, float64(a.Up), a.Function, a.Namespace, "up")
 		counter(c.autoscaler, float64(a.Down), a.Function, a.Namespace, "down")
+	}
+	if q, ok := c.rep.(quarantineCounter); ok {
+		counter(c.quarantined, float64(q.QuarantinedRecords()))
 	}
 }

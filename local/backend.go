@@ -1,9 +1,11 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -67,13 +69,24 @@ type Backend struct {
 	product string // the GPU product profiles are chosen for
 	stop    chan struct{}
 	done    chan struct{}
-	// stopping tracks replicas being stopped, so Close waits for them.
+	// stopping counts the replica stops that run once the lock is let go
+	// (update, delete, eviction, expiry), so that Close waits for every
+	// process a replica started. Add only under mu while not closed.
 	stopping sync.WaitGroup
+	// stopCtx is the context of those stops; Close cancels it when its own
+	// context ends first, and each stop then kills its process group at once.
+	stopCtx     context.Context
+	cancelStops context.CancelFunc
+	// quarantined counts the state records moved aside at start-up.
+	quarantined atomic.Uint64
 
 	mu sync.Mutex
 	// running are the replicas started here, by ID, warm ones included.
 	running map[string]*replica
 	loads   map[string]*load // per function key
+	// saved is each function's record as last written or read at
+	// start-up: a record equal to it is not written again.
+	saved map[string][]byte
 	// slo is each function's latency target, for the proxy's SLO count
 	// (read once per invocation).
 	slo map[string]time.Duration
@@ -108,7 +121,15 @@ type replica struct {
 	// readyAfter is how long the replica took from placement to ready, in
 	// nanoseconds; 0 until it is ready. Set once, by the start-up watch.
 	readyAfter atomic.Int64
+	// quiet is set once the replica is stopped: output that comes later
+	// (a grandchild's, say) is dropped, so a deleted function's log ring
+	// does not come back.
+	quiet atomic.Bool
 }
+
+// errClosed answers changes asked of a closed backend: it would start
+// replicas nothing stops.
+var errClosed = errors.New("local backend is closed")
 
 func key(ns, name string) string { return lifecycle.Key(ns, name) }
 
@@ -138,7 +159,9 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	c := cache.New(cache.DefaultOptions)
+	stopCtx, cancelStops := context.WithCancel(context.Background())
 	b := &Backend{
+		stopCtx: stopCtx, cancelStops: cancelStops, saved: map[string][]byte{},
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
@@ -147,6 +170,7 @@ func New(cfg Config) (*Backend, error) {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := b.restore(); err != nil {
+		cancelStops()
 		st.close()
 		return nil, err
 	}
@@ -158,17 +182,38 @@ func New(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// QuarantinedRecords counts the state records that could not be read at
+// start-up and were moved to the state dir's quarantine folder.
+func (b *Backend) QuarantinedRecords() uint64 { return b.quarantined.Load() }
+
 func (b *Backend) restore() error {
-	var err error
-	if b.namespaces, err = b.state.loadNamespaces(); err != nil {
+	nss, badNS, err := b.state.loadNamespaces()
+	if err != nil {
 		return err
+	}
+	b.namespaces = nss
+	loaded, bad, err := b.state.loadFunctions()
+	if err != nil {
+		return err
+	}
+	if badNS != nil {
+		bad = append(bad, *badNS)
+	}
+	for _, q := range bad {
+		b.quarantined.Add(1)
+		b.log.Error("state record unreadable: moved to quarantine, serving the rest",
+			zap.String("record", q.path), zap.String("movedTo", q.to), zap.Error(q.err))
+	}
+	if badNS != nil {
+		b.rebuildNamespaces(loaded)
 	}
 	if _, ok := b.namespaces[DefaultNamespace]; !ok {
 		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
 	}
-	recs, err := b.state.loadFunctions()
-	if err != nil {
-		return err
+	recs := make([]functionRecord, len(loaded))
+	for i, l := range loaded {
+		recs[i] = l.functionRecord
+		b.saved[key(l.Function.Namespace(), l.Function.Name())] = l.raw
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -190,7 +235,36 @@ func (b *Backend) restore() error {
 		b.log.Info("function restored", zap.String("function", rec.Function.Name()), zap.String("namespace", rec.Function.Namespace()),
 			zap.Int("replicas", rec.Replicas), zap.Int("placed", len(rec.Placed)))
 	}
-	return b.applyLocked(res, now)
+	// A record that cannot be written now is logged: the next change of
+	// the function writes it again, and the replicas run as booked.
+	_ = b.applyLocked(res, now)
+	return nil
+}
+
+// rebuildNamespaces names again, after namespaces.json was unreadable, the
+// namespaces that functions or secrets on disk are in; their labels and
+// annotations are in the quarantined file.
+func (b *Backend) rebuildNamespaces(recs []loadedRecord) {
+	names := map[string]bool{}
+	for _, rec := range recs {
+		names[rec.Function.Namespace()] = true
+	}
+	secretNS, err := b.state.secretNamespaces()
+	if err != nil {
+		b.log.Error("namespaces of secrets not rebuilt", zap.Error(err))
+	}
+	for _, n := range secretNS {
+		names[n] = true
+	}
+	for n := range names {
+		b.namespaces[n] = types.FunctionNamespace{Name: n, Labels: map[string]string{"openfaas": "1"}}
+	}
+	if _, ok := b.namespaces[DefaultNamespace]; !ok {
+		b.namespaces[DefaultNamespace] = types.FunctionNamespace{Name: DefaultNamespace, Labels: map[string]string{"openfaas": "1"}}
+	}
+	if err := b.state.saveNamespaces(b.namespaces); err != nil {
+		b.log.Error("rebuilt namespaces not saved", zap.Error(err))
+	}
 }
 
 // Close stops the autoscaler and every replica, and waits for them;
@@ -205,19 +279,39 @@ func (b *Backend) Close(ctx context.Context) error {
 	close(b.stop)
 	var jobs []stopJob
 	for _, r := range b.running {
-		jobs = append(jobs, stopJob{run: r.run})
+		jobs = append(jobs, stopJob{run: r.run, quiet: &r.quiet})
 	}
 	b.mu.Unlock()
 	<-b.done
-	b.stopInBackground(ctx, jobs)
-	b.stopping.Wait()
+	stopAll(ctx, jobs)
+	b.waitStops(ctx)
 	return b.state.close()
+}
+
+// waitStops waits for the replica stops still in flight. When ctx ends
+// first they are told to kill at once, and waited for all the same: a
+// provider that exits before its replicas' process groups are gone leaves
+// their grandchildren running (Pdeathsig reaches only the child).
+func (b *Backend) waitStops(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		b.stopping.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.cancelStops()
+		<-done
+	}
+	b.cancelStops()
 }
 
 // stopJob is a replica to stop and clean up.
 type stopJob struct {
-	run runner
-	dir string
+	run   runner
+	dir   string
+	quiet *atomic.Bool // the replica's: set once it is stopped
 }
 
 func stopAll(ctx context.Context, jobs []stopJob) {
@@ -229,6 +323,9 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 			if j.run != nil {
 				_ = j.run.Stop(ctx)
 			}
+			if j.quiet != nil {
+				j.quiet.Store(true)
+			}
 			if j.dir != "" {
 				_ = os.RemoveAll(j.dir)
 			}
@@ -237,16 +334,16 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 	wg.Wait()
 }
 
-// stopInBackground stops jobs without holding up the caller; Close waits
-// for them.
-func (b *Backend) stopInBackground(ctx context.Context, jobs []stopJob) {
+// stopLaterLocked stops jobs once the lock is let go, tracked so Close
+// waits for them.
+func (b *Backend) stopLaterLocked(jobs []stopJob) {
 	if len(jobs) == 0 {
 		return
 	}
 	b.stopping.Add(1)
 	go func() {
 		defer b.stopping.Done()
-		stopAll(context.WithoutCancel(ctx), jobs)
+		stopAll(b.stopCtx, jobs)
 	}()
 }
 
@@ -254,6 +351,9 @@ func (b *Backend) stopInBackground(ctx context.Context, jobs []stopJob) {
 func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	if err := b.checkLocked(spec); err != nil {
 		return err
 	}
@@ -278,6 +378,9 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	if !b.core.Has(key(spec.Namespace(), spec.Name())) {
 		return fmt.Errorf("function %s.%s: %w", spec.Name(), spec.Namespace(), fs.ErrNotExist)
 	}
@@ -314,6 +417,10 @@ func (b *Backend) checkLocked(spec scheduler.Function) error {
 // go only then, so what they print while stopping does not outlive it.
 func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
 	now := time.Now()
 	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Delete(ns, name, now) })
 	if err != nil {
@@ -339,6 +446,9 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
 	now := time.Now()
 	var want int
 	res, err := b.timed(func() (lifecycle.Result, error) {
@@ -391,8 +501,16 @@ func (b *Backend) commitLocked(res *lifecycle.Result) error {
 func (b *Backend) persist(e lifecycle.Effect) error {
 	switch e.Kind {
 	case lifecycle.Write:
-		if err := b.state.saveFunction(*e.Record); err != nil {
+		data, err := encodeRecord(*e.Record)
+		if err != nil {
 			return err
+		}
+		if !bytes.Equal(data, b.saved[e.Function]) {
+			ns, name := splitKey(e.Function)
+			if err := b.state.saveFunction(ns, name, data); err != nil {
+				return err
+			}
+			b.saved[e.Function] = data
 		}
 		b.slo[e.Function] = e.Record.Function.GPU.SLO
 	case lifecycle.Remove:
@@ -401,6 +519,7 @@ func (b *Backend) persist(e lifecycle.Effect) error {
 			return err
 		}
 		delete(b.slo, e.Function)
+		delete(b.saved, e.Function)
 	}
 	return nil
 }
@@ -474,7 +593,7 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 			zap.Int("added", s.Added), zap.Int("removed", s.Removed), zap.Int("replicas", s.Replicas), zap.Float64("rate", s.Rate), zap.String("reason", s.Reason))
 		b.logs.Append(ns, name, "autoscaler", s.Reason, now)
 	}
-	b.stopInBackground(context.Background(), stops)
+	b.stopLaterLocked(stops)
 	return firstErr
 }
 
@@ -497,7 +616,7 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 	default:
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	}
-	return stopJob{run: r.run, dir: b.state.replicaDir(r.id)}, true
+	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}, true
 }
 
 func (b *Backend) loadOf(k string) *load {

@@ -296,9 +296,9 @@ func TestUpdateRestartsReplicasWithNewSpec(t *testing.T) {
 	}
 }
 
-// viewOf is the core's view of function k, read under the backend's lock
+// coreView is the core's view of function k, read under the backend's lock
 // as every other reader does.
-func viewOf(b *Backend, k string) (lifecycle.FunctionView, bool) {
+func coreView(b *Backend, k string) (lifecycle.FunctionView, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.core.Function(k)

@@ -108,7 +108,7 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	if err := b.Deploy(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	fn, _ := viewOf(b, key(DefaultNamespace, "rn"))
+	fn, _ := coreView(b, key(DefaultNamespace, "rn"))
 	perReplica := fn.Plan.Base.Throughput
 	t0 := time.Now()
 	b.Tick(t0)
@@ -127,7 +127,7 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	load(0, 60, rate)
 	st, _ := b.Status(ctx, DefaultNamespace, "rn")
 	capacity := 0.0
-	fn, _ = viewOf(b, key(DefaultNamespace, "rn"))
+	fn, _ = coreView(b, key(DefaultNamespace, "rn"))
 	for _, r := range fn.Live {
 		capacity += r.Config.Throughput
 	}
@@ -141,7 +141,7 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	if st.Replicas >= up || st.Replicas < 1 {
 		t.Fatalf("after the load dropped: %d replicas (was %d)", st.Replicas, up)
 	}
-	if fn, _ = viewOf(b, key(DefaultNamespace, "rn")); len(fn.Warm) == 0 {
+	if fn, _ = coreView(b, key(DefaultNamespace, "rn")); len(fn.Warm) == 0 {
 		t.Fatal("removed replicas must stay warm")
 	}
 	for _, pl := range b.core.Allocator().Usage() {
@@ -219,7 +219,7 @@ func TestWarmReplicaEvictedWhenMemoryIsNeeded(t *testing.T) {
 	if s := b.cache.Stats(); s.ReplicaEvictions != 1 {
 		t.Fatalf("replica evictions = %d, want 1", s.ReplicaEvictions)
 	}
-	if a, _ := viewOf(b, key(DefaultNamespace, "a")); len(a.Warm) != 1 {
+	if a, _ := coreView(b, key(DefaultNamespace, "a")); len(a.Warm) != 1 {
 		n := len(a.Warm)
 		t.Fatalf("a keeps %d warm replicas, want 1", n)
 	}
@@ -275,7 +275,7 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	fn, _ := viewOf(b, key(DefaultNamespace, "rn"))
+	fn, _ := coreView(b, key(DefaultNamespace, "rn"))
 	b.mu.Lock()
 	r := b.running[fn.Live[0].ID]
 	b.mu.Unlock()
@@ -311,7 +311,7 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	b.Queued(DefaultNamespace, "rn", 1000)
 	t.Cleanup(func() { r.inFlight.Store(0); b.Queued(DefaultNamespace, "rn", 0) })
 	b.Tick(time.Now())
-	fn, _ = viewOf(b, fn.Key)
+	fn, _ = coreView(b, fn.Key)
 	n, reason := len(fn.Live), fn.LastScale
 	if n < 2 || !strings.Contains(reason, "backlog 2000") {
 		t.Fatalf("with 2,000 requests waiting: %d replicas (%q), want a scale-up for the backlog", n, reason)

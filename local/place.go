@@ -28,7 +28,11 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	}
 	r := &replica{id: e.Replica.ID, fn: e.Function, config: e.Replica.Config}
 	p := *e.Replica.Placement
-	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
+	sink := func(instance, text string) {
+		if !r.quiet.Load() {
+			b.logs.Append(ns, name, instance, text, time.Now())
+		}
+	}
 	spec, err := b.replicaSpec(v, r, p)
 	if err != nil {
 		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,13 @@ type classicRunner struct {
 	srv  loopbackServer
 	path string
 	args []string
+	// requests counts the handlers still running, so that Stop returns
+	// only once every request's process group has been killed; stopping,
+	// under mu, keeps a handler that starts late from adding to it while
+	// Stop waits.
+	mu       sync.Mutex
+	stopping bool
+	requests sync.WaitGroup
 }
 
 func newClassicRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
@@ -67,10 +75,25 @@ func (r *classicRunner) Stop(ctx context.Context) error {
 	if r.srv.stop(ctx) {
 		r.log.Warn("replica stopped with requests in flight", zap.String("replica", r.spec.ID))
 	}
+	// Their contexts are cancelled now; each kills its group, bounded by
+	// killWait.
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+	r.requests.Wait()
 	return nil
 }
 
 func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		http.Error(w, "replica stopping", http.StatusServiceUnavailable)
+		return
+	}
+	r.requests.Add(1)
+	r.mu.Unlock()
+	defer r.requests.Done()
 	ctx := req.Context()
 	cmd := exec.CommandContext(ctx, r.path, r.args...)
 	cmd.Dir = r.spec.WorkDir
@@ -88,6 +111,10 @@ func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
 	cmd.Stderr = stderr
 
 	err := cmd.Run()
+	// The request is over: whatever it left running in its group (a
+	// background job of a shell script) would outlive the replica, and
+	// the provider, which nothing else stops.
+	_ = signalGroup(cmd.Process, syscall.SIGKILL)
 	stderr.Flush()
 	if ctx.Err() != nil {
 		return // the caller is gone, or the replica is stopping

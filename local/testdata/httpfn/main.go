@@ -8,6 +8,8 @@
 //	     anything    echoes the body, with X-Path and X-Query set
 //
 // HTTPFN_IGNORE_TERM=1 makes it ignore SIGTERM, to test forced stops.
+// HTTPFN_TERM_MESSAGE makes it print that line on SIGTERM, then exit 0, as a
+// function that reports its shutdown does.
 package main
 
 import (
@@ -26,6 +28,14 @@ import (
 func main() {
 	if os.Getenv("HTTPFN_IGNORE_TERM") == "1" {
 		signal.Ignore(syscall.SIGTERM)
+	} else if msg := os.Getenv("HTTPFN_TERM_MESSAGE"); msg != "" {
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() {
+			<-term
+			fmt.Println(msg)
+			os.Exit(0)
+		}()
 	}
 	port := firstEnv("port", "PORT", "http_port")
 	if port == "" {
