@@ -298,7 +298,10 @@ func serve(args []string, stderr io.Writer) error {
 	// faas-gpu's metrics get a registry of their own per serve, gathered
 	// with faas-provider's (which live in the default registry).
 	reg := prometheus.NewRegistry()
-	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(reg)}
+	// The proxy counts every function's load here; the backend's
+	// autoscaler reads it.
+	load := handlers.NewLoadBook()
+	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(reg), Load: load}
 	switch o.router {
 	case "locality":
 		proxyOpts.Router = handlers.RouteLocality
@@ -313,7 +316,7 @@ func serve(args []string, stderr io.Writer) error {
 	if o.tick <= 0 {
 		return fmt.Errorf("-autoscale-interval: must be positive")
 	}
-	backend, orchestration, err := newBackend(o, store, log)
+	backend, orchestration, err := newBackend(o, store, load, log)
 	if err != nil {
 		return err
 	}
@@ -331,7 +334,7 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionLister:  handlers.MakeListHandler(backend, invocations),
 		DeployFunction:  handlers.MakeDeployHandler(backend, hlog),
 		UpdateFunction:  handlers.MakeUpdateHandler(backend, hlog),
-		DeleteFunction:  handlers.MakeDeleteHandler(backend, hlog, invocations, proxyOpts.Metrics),
+		DeleteFunction:  handlers.MakeDeleteHandler(backend, hlog, invocations, proxyOpts.Metrics, load),
 		FunctionStatus:  handlers.MakeStatusHandler(backend, invocations),
 		ScaleFunction:   handlers.MakeScaleHandler(backend, hlog),
 		Info:            handlers.MakeInfoHandler(orchestration, version, commit),
@@ -579,7 +582,7 @@ type providerBackend interface {
 // orchestration for /system/info: Kubernetes when given a kubeconfig or
 // running in a pod (GPUs come from the Nodes), local otherwise (GPUs from
 // -inventory, NVML or the built-in server).
-func newBackend(o *serveOptions, store *profiles.Store, log *zap.Logger) (providerBackend, string, error) {
+func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook, log *zap.Logger) (providerBackend, string, error) {
 	rest, onK8s, err := k8s.RestConfig(o.kubeconfig)
 	if err != nil {
 		return nil, "", err
@@ -590,6 +593,7 @@ func newBackend(o *serveOptions, store *profiles.Store, log *zap.Logger) (provid
 		}
 		b, err := k8s.New(k8s.Config{
 			Rest:       rest,
+			Load:       load,
 			Profiles:   store,
 			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
 			Tick:       o.tick,
@@ -611,6 +615,7 @@ func newBackend(o *serveOptions, store *profiles.Store, log *zap.Logger) (provid
 		Inventory:  inv,
 		MPSPipeDir: o.mpsPipeDir,
 		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
+		Load:       load,
 		Profiles:   store,
 		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown},
 		Tick:       o.tick,

@@ -225,6 +225,17 @@ func (c *Cache) Models(id string) []string {
 	return out
 }
 
+// ModelCount is how many models replica id holds, without listing them:
+// the proxy asks it per request.
+func (c *Cache) ModelCount(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.replicas[id]; ok {
+		return r.lru.Len()
+	}
+	return 0
+}
+
 // SetIdle takes a replica out of service but keeps its models warm.
 func (c *Cache) SetIdle(id string, now time.Time) {
 	c.mu.Lock()

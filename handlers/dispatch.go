@@ -18,6 +18,7 @@ import (
 // earlier one that needs a load.
 type dispatcher struct {
 	resolver ReplicaResolver
+	load     *LoadBook
 	bound    int64
 	o3       bool
 	// poll re-checks waiting requests for replicas that appeared since.
@@ -33,12 +34,12 @@ type waiter struct {
 	granted chan scheduler.Endpoint // buffered: a grant never blocks
 }
 
-func newDispatcher(r ReplicaResolver, bound int64, o3 bool) *dispatcher {
-	return &dispatcher{resolver: r, bound: bound, o3: o3, poll: 50 * time.Millisecond, queues: map[string][]*waiter{}}
+func newDispatcher(r ReplicaResolver, load *LoadBook, bound int64, o3 bool) *dispatcher {
+	return &dispatcher{resolver: r, load: load, bound: bound, o3: o3, poll: 50 * time.Millisecond, queues: map[string][]*waiter{}}
 }
 
 // acquire returns the replica the request runs on, with its in-flight count
-// already taken; eps are the function's ready replicas, marked for model.
+// already taken; eps are the function's ready replicas.
 func (d *dispatcher) acquire(ctx context.Context, ns, name, model string, eps []scheduler.Endpoint) (scheduler.Endpoint, error) {
 	key := ns + "/" + name
 	d.mu.Lock()
@@ -90,7 +91,7 @@ func (d *dispatcher) pickLocked(key, model string, eps []scheduler.Endpoint) (sc
 	for _, ep := range eps {
 		if ep.InFlight.Load() == 0 {
 			free = append(free, ep)
-		} else if ep.Holds {
+		} else if d.resolver.Holds(ep.ID, model) {
 			busyHolder = true
 		}
 	}
@@ -102,7 +103,7 @@ func (d *dispatcher) pickLocked(key, model string, eps []scheduler.Endpoint) (sc
 		return free[i].ID < free[j].ID
 	})
 	for _, ep := range free {
-		if ep.Holds {
+		if d.resolver.Holds(ep.ID, model) {
 			return ep, true
 		}
 	}
@@ -192,11 +193,9 @@ func (d *dispatcher) removeLocked(key string, w *waiter) {
 	d.reportLocked(key)
 }
 
-// reportLocked tells a resolver that observes queues how many requests of
-// the function at key (namespace/name) wait now.
+// reportLocked counts in the load book how many requests of the function
+// at key (namespace/name) wait now, for the backend's autoscaler.
 func (d *dispatcher) reportLocked(key string) {
-	if o, ok := d.resolver.(QueueObserver); ok {
-		ns, name, _ := strings.Cut(key, "/")
-		o.Queued(ns, name, len(d.queues[key]))
-	}
+	ns, name, _ := strings.Cut(key, "/")
+	d.load.SetQueued(ns, name, len(d.queues[key]))
 }

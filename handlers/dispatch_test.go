@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +16,8 @@ type fakeReplicas struct {
 	holds map[string]string // replica -> model
 }
 
-func (f *fakeReplicas) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
-	out := make([]scheduler.Endpoint, len(f.eps))
-	for i, ep := range f.eps {
-		ep.Holds = f.holds[ep.ID] == model
-		out[i] = ep
-	}
-	return out, nil
+func (f *fakeReplicas) Route(ns, name string) (scheduler.Route, error) {
+	return scheduler.Route{Endpoints: f.eps}, nil
 }
 func (f *fakeReplicas) Replicas(ns, name string) ([]scheduler.Endpoint, error) { return f.eps, nil }
 func (f *fakeReplicas) Holds(id, model string) bool                            { return f.holds[id] == model }
@@ -38,10 +32,10 @@ func TestOutOfOrderDispatch(t *testing.T) {
 			eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}, {ID: "B", InFlight: new(atomic.Int64)}},
 			holds: map[string]string{"A": "y"},
 		}
-		d := newDispatcher(f, 2, o3)
+		d := newDispatcher(f, NewLoadBook(), 2, o3)
 		d.poll = time.Hour // only releases hand out replicas here
 		ctx := context.Background()
-		eps, _ := f.ReadyEndpoints("ns", "fn", "z")
+		eps := f.eps
 		a, _ := d.acquire(ctx, "ns", "fn", "z", eps)
 		b, _ := d.acquire(ctx, "ns", "fn", "z", eps)
 		if a.ID == b.ID {
@@ -49,7 +43,7 @@ func TestOutOfOrderDispatch(t *testing.T) {
 		}
 		got := map[string]chan string{"x": make(chan string, 1), "y": make(chan string, 1)}
 		for _, m := range []string{"x", "y"} {
-			eps, _ := f.ReadyEndpoints("ns", "fn", m)
+			eps := f.eps
 			go func() {
 				ep, err := d.acquire(ctx, "ns", "fn", m, eps)
 				if err != nil {
@@ -87,46 +81,28 @@ func TestOutOfOrderDispatch(t *testing.T) {
 	}
 }
 
-// observedReplicas is fakeReplicas that observes the dispatcher's queue
-// (QueueObserver), as the local backend does for its autoscaler.
-type observedReplicas struct {
-	fakeReplicas
-	mu      sync.Mutex
-	reports []string // "ns/name=n" in order
-}
-
-func (o *observedReplicas) Queued(ns, name string, waiting int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.reports = append(o.reports, fmt.Sprintf("%s/%s=%d", ns, name, waiting))
-}
-
-func (o *observedReplicas) last() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.reports) == 0 {
-		return ""
-	}
-	return o.reports[len(o.reports)-1]
-}
-
 // TestDispatcherReportsItsQueue: with the one replica busy, requests that
-// queue are reported one by one, and the count falls back to 0 as the
-// replica takes them.
+// queue are counted in the load book one by one, and the count falls back
+// to 0 as the replica takes them.
 func TestDispatcherReportsItsQueue(t *testing.T) {
-	o := &observedReplicas{fakeReplicas: fakeReplicas{
+	o := &fakeReplicas{
 		eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}},
 		holds: map[string]string{"A": "x"},
-	}}
-	d := newDispatcher(o, 2, true)
+	}
+	book := NewLoadBook()
+	d := newDispatcher(o, book, 2, true)
 	d.poll = time.Hour // only releases hand out the replica here
 	ctx := context.Background()
-	eps, _ := o.ReadyEndpoints("ns", "fn", "x")
+	eps := o.eps
+	last := func() string {
+		_, _, q := book.Load("ns", "fn")
+		return fmt.Sprintf("ns/fn=%d", q)
+	}
 	first, err := d.acquire(ctx, "ns", "fn", "x", eps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := o.last(); got != "" {
+	if got := last(); got != "ns/fn=0" {
 		t.Fatalf("a request that runs at once queued: %q", got)
 	}
 	granted := make(chan scheduler.Endpoint, 2)
@@ -139,16 +115,16 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 			granted <- ep
 		}()
 		want := fmt.Sprintf("ns/fn=%d", i)
-		for deadline := time.Now().Add(2 * time.Second); o.last() != want; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Second); last() != want; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("after %d queued, last report %q, want %q", i, o.last(), want)
+				t.Fatalf("after %d queued, last report %q, want %q", i, last(), want)
 			}
 		}
 	}
 	d.release("ns", "fn", first)
 	d.release("ns", "fn", <-granted)
 	<-granted
-	if got := o.last(); got != "ns/fn=0" {
+	if got := last(); got != "ns/fn=0" {
 		t.Fatalf("queue drained, last report %q, want ns/fn=0", got)
 	}
 }

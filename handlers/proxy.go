@@ -20,31 +20,16 @@ import (
 // ReplicaResolver lists a function's ready replicas; an unknown function is
 // an error wrapping fs.ErrNotExist.
 type ReplicaResolver interface {
-	// ReadyEndpoints is called once per request: it marks the replicas
-	// holding model ("" for the function's own).
-	ReadyEndpoints(namespace, name, model string) ([]scheduler.Endpoint, error)
-	// Replicas lists the ready replicas again without counting a request.
+	// Route is the one lookup of a request: the function's ready
+	// replicas, its SLO and its model, from a snapshot the backend keeps
+	// up to date, so that an invocation never waits behind a report, a
+	// disk write or a decision. It counts nothing: the proxy does
+	// (LoadBook). The endpoints are shared: read them, never change them.
+	Route(namespace, name string) (scheduler.Route, error)
+	// Replicas lists the ready replicas again, for the dispatcher.
 	Replicas(namespace, name string) ([]scheduler.Endpoint, error)
 	// Holds reports whether a replica has model in memory.
 	Holds(replicaID, model string) bool
-}
-
-// QueueObserver is optionally implemented by a ReplicaResolver that wants
-// to know how many requests of a function wait in the proxy for a replica
-// (X-Model requests the locality dispatcher queues): the local backend's
-// autoscaler counts them in the function's backlog.
-type QueueObserver interface {
-	// Queued is called with the number waiting each time it changes, under
-	// the dispatcher's lock: it must not call back into the proxy.
-	Queued(namespace, name string, waiting int)
-}
-
-// SLOSource is optionally implemented by a ReplicaResolver whose functions
-// may carry a latency target (com.openfaas.gpu.slo): the proxy counts the
-// invocations that miss it. It is asked once per invocation, so it must be
-// cheap; ok is false for a function without an SLO.
-type SLOSource interface {
-	SLO(namespace, name string) (slo time.Duration, ok bool)
 }
 
 // HeaderCache is set by replicas that know whether the request's model was
@@ -78,8 +63,11 @@ type ProxyOptions struct {
 	// requests (for comparison: LALB without O3).
 	InOrder bool
 	// Metrics, when set, count invocations, time them and count the ones
-	// that miss their function's SLO (when the resolver is an SLOSource).
+	// that miss their function's SLO.
 	Metrics *ProxyMetrics
+	// Load, when set, is where the proxy counts each function's requests
+	// and queue for the backends' autoscalers; nil: a book of its own.
+	Load *LoadBook
 }
 
 // HeaderReplica names the replica that served a request, so clients and
@@ -108,11 +96,10 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 	if opts.LocalityBound <= 0 {
 		opts.LocalityBound = 2
 	}
-	multi := newDispatcher(resolver, opts.LocalityBound, !opts.InOrder)
-	slos, _ := resolver.(SLOSource)
-	if opts.Metrics == nil {
-		slos = nil // nothing would count what it says
+	if opts.Load == nil {
+		opts.Load = NewLoadBook()
 	}
+	multi := newDispatcher(resolver, opts.Load, opts.LocalityBound, !opts.InOrder)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -167,7 +154,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			http.Error(w, "Provide function name in the request path", http.StatusBadRequest)
 			return
 		}
-		eps, err := resolver.ReadyEndpoints(ns, name, r.Header.Get(HeaderModel))
+		route, err := resolver.Route(ns, name)
 		if err != nil {
 			w.Header().Set(internalHeader, "proxy")
 			if errors.Is(err, fs.ErrNotExist) {
@@ -177,16 +164,16 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		opts.Load.Request(ns, name, start)
+		eps := route.Endpoints
 		if len(eps) == 0 {
 			w.Header().Set(internalHeader, "proxy")
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
 			return
 		}
 		var slo time.Duration
-		if slos != nil {
-			if d, ok := slos.SLO(ns, name); ok {
-				slo = d
-			}
+		if opts.Metrics != nil {
+			slo = route.SLO
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -207,10 +194,13 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		} else {
 			cands := make([]scheduler.Candidate, len(eps))
 			for i, ep := range eps {
-				cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Holds: ep.Holds, Models: ep.Models}
+				cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Models: ep.Models}
 			}
 			pick := scheduler.LeastOutstanding(cands)
 			if opts.Router == RouteLocality {
+				for i := range cands {
+					cands[i].Holds = resolver.Holds(cands[i].ID, route.Model)
+				}
 				pick = scheduler.LocalityAware(cands, opts.LocalityBound)
 			}
 			ep = eps[pick]

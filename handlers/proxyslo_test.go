@@ -29,8 +29,9 @@ type sloResolver struct {
 	slos map[string]time.Duration
 }
 
-func (r sloResolver) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
-	return r.Replicas(ns, name)
+func (r sloResolver) Route(ns, name string) (scheduler.Route, error) {
+	eps, err := r.Replicas(ns, name)
+	return scheduler.Route{Endpoints: eps, SLO: r.slos[name]}, err
 }
 
 func (r sloResolver) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
@@ -42,11 +43,6 @@ func (r sloResolver) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 }
 
 func (sloResolver) Holds(string, string) bool { return false }
-
-func (r sloResolver) SLO(ns, name string) (time.Duration, bool) {
-	d, ok := r.slos[name]
-	return d, ok
-}
 
 // The proxy counts, per function with an SLO, the invocations slower than
 // it and those that failed, against real replicas over HTTP.
@@ -252,8 +248,9 @@ type busyResolver struct {
 	busy scheduler.Endpoint
 }
 
-func (r busyResolver) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
-	return r.Replicas(ns, name)
+func (r busyResolver) Route(ns, name string) (scheduler.Route, error) {
+	eps, err := r.Replicas(ns, name)
+	return scheduler.Route{Endpoints: eps, SLO: r.slos[name]}, err
 }
 
 func (r busyResolver) Replicas(string, string) ([]scheduler.Endpoint, error) {

@@ -16,6 +16,9 @@ func (s *state) autoscale(now time.Time, counts func(k string) (requests uint64,
 	var changed []string
 	for _, fn := range s.sortedFunctions() {
 		requests, last, backlog := counts(fn.key())
+		if fn.busySince.After(last) {
+			last = fn.busySince
+		}
 		rate := fn.rate.Observe(requests, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,17 +85,8 @@ type Backend struct {
 	view     *state
 	viewTime time.Time
 
-	counters sync.Map // function key -> *counter
 	inflight sync.Map // pod UID -> *atomic.Int64
-	waiting  sync.Map // function key -> requests queued in the dispatcher
 	podModel sync.Map // pod name -> model
-}
-
-// counter is a function's invocations as seen by this instance, for the
-// autoscaler; it outlives state rebuilds.
-type counter struct {
-	requests    atomic.Uint64
-	lastRequest atomic.Int64 // unix nanoseconds
 }
 
 // New connects to the API server, starts the informers, waits for them and
@@ -217,15 +207,6 @@ func (b *Backend) standbyError() error {
 		return fmt.Errorf("%w (no leader elected yet)", ErrStandby)
 	}
 	return fmt.Errorf("%w (leader: %s)", ErrStandby, leader)
-}
-
-// counter is function k's invocation counter.
-func (b *Backend) counter(k string) *counter {
-	if c, ok := b.counters.Load(k); ok {
-		return c.(*counter)
-	}
-	c, _ := b.counters.LoadOrStore(k, &counter{})
-	return c.(*counter)
 }
 
 // functionPods lists a function's pods from the informer.

@@ -15,6 +15,9 @@ import (
 type Config struct {
 	// Rest reaches the API server.
 	Rest *rest.Config
+	// Load is what the proxy counts of each function, for the autoscaler;
+	// nil: nothing is counted.
+	Load LoadSource
 	// Profiles give slices; nil: none.
 	Profiles *profiles.Store
 	// Autoscale tunes the SLO autoscaler; Tick is its period.

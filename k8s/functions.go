@@ -29,7 +29,6 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 		if err := st.deploy(spec, pl, now); err != nil {
 			return err
 		}
-		b.counter(fnKey(spec.Namespace(), spec.Name())).lastRequest.Store(now.UnixNano()) // a new function is not idle
 		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", pl.Decision))
 		return nil
 	})
@@ -56,11 +55,7 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 // Delete removes a function and all its objects; its GPU shares and
 // reservations are freed as its pods stop.
 func (b *Backend) Delete(ctx context.Context, ns, name string) error {
-	err := b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error { return st.remove(ns, name) })
-	if err == nil {
-		b.counters.Delete(fnKey(ns, name))
-	}
-	return err
+	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error { return st.remove(ns, name) })
 }
 
 // Scale sets the desired replica count, inside the function's bounds.
@@ -71,7 +66,7 @@ func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) erro
 			return notFound(ns, name)
 		}
 		if replicas > fn.desired {
-			b.counter(fnKey(ns, name)).lastRequest.Store(now.UnixNano()) // a scale-up is demand
+			fn.busySince = now // a scale-up is demand
 		}
 		set, err := st.scale(ns, name, replicas, now)
 		if err == nil && set != replicas {

@@ -92,8 +92,7 @@ func (b *Backend) lead(ctx context.Context, seen func()) {
 	b.st, b.leading, b.leader = st, true, b.identity
 	for k := range st.functions {
 		b.dirty[k] = true
-		c := b.counter(k)
-		c.lastRequest.CompareAndSwap(0, now.UnixNano()) // not idle just because the leader changed
+		st.functions[k].busySince = now // not idle just because the leader changed
 	}
 	b.mu.Unlock()
 	b.resvMu.Lock()

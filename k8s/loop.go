@@ -140,8 +140,8 @@ func (b *Backend) autoscale(now time.Time) {
 		return
 	}
 	counts := func(k string) (uint64, time.Time, float64) {
-		c := b.counter(k)
-		return c.requests.Load(), time.Unix(0, c.lastRequest.Load()), b.backlog(k)
+		requests, last, _ := b.load(k)
+		return requests, last, b.backlog(k)
 	}
 	for _, k := range b.st.autoscale(now, counts, b.cfg.Autoscale) {
 		b.dirty[k] = true

@@ -5,48 +5,18 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// ReadyEndpoints lists the function's pods that are Ready, as replicas the
-// proxy can route to (http://<pod IP>:<port>), marking those whose model
-// is model ("" for the function's own). Each call is one request for the
-// function: the autoscaler's rate counts them. The proxy chooses among
-// them with the same router as local mode.
-func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
-	own, err := b.functionModel(ns, name)
-	if err != nil {
-		return nil, err
-	}
-	c := b.counter(fnKey(ns, name))
-	c.requests.Add(1)
-	c.lastRequest.Store(time.Now().UnixNano())
-	if model == "" {
-		model = own
-	}
-	return b.endpoints(ns, name, model), nil
-}
-
-// Replicas lists the ready pods again without counting a request.
+// Replicas lists the ready pods again, for the proxy's dispatcher.
 func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 	if _, err := b.functionModel(ns, name); err != nil {
 		return nil, err
 	}
 	return b.endpoints(ns, name, ""), nil
-}
-
-// Queued is told by the proxy's dispatcher how many requests of a function
-// wait for a pod (handlers.QueueObserver); they count in its backlog.
-func (b *Backend) Queued(namespace, name string, waiting int) {
-	if waiting <= 0 {
-		b.waiting.Delete(fnKey(namespace, name))
-		return
-	}
-	b.waiting.Store(fnKey(namespace, name), waiting)
 }
 
 // backlog is what waits for function k beyond what its pods serve at once,
@@ -66,10 +36,8 @@ func (b *Backend) backlog(k string) float64 {
 		}
 		n += max(int(v.(*atomic.Int64).Load())-batch, 0)
 	}
-	if w, ok := b.waiting.Load(k); ok {
-		n += w.(int)
-	}
-	return float64(n)
+	_, _, queued := b.load(k)
+	return float64(n + queued)
 }
 
 // Holds reports whether a pod has model in memory. A pod loads its
@@ -93,7 +61,6 @@ func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
 			ID:       p.Name,
 			URL:      "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podPort(p, b.cfg.FunctionPort))),
 			InFlight: b.inFlight(p),
-			Holds:    model != "" && pm == model,
 			Models:   1,
 		})
 	}

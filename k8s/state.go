@@ -54,7 +54,11 @@ type function struct {
 	groups    map[string]*group // by Deployment name
 	pending   []*pendingReplica
 
-	rate      scheduler.RateEstimator
+	rate scheduler.RateEstimator
+	// busySince is when the function was deployed, scaled up or taken
+	// over by this leader: it is not idle before then, whatever the
+	// proxy counted.
+	busySince time.Time
 	lastUp    time.Time
 	lastDown  time.Time
 	lastScale string
@@ -167,7 +171,7 @@ func (s *state) deploy(spec scheduler.Function, pl scheduler.Plan, now time.Time
 	if _, ok := s.functions[k]; ok {
 		return fmt.Errorf("function %s.%s: %w", spec.Name(), spec.Namespace(), fs.ErrExist)
 	}
-	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC().Truncate(time.Second), groups: map[string]*group{}}
+	fn := &function{spec: spec, plan: pl, desired: spec.Scale.InitialReplicas(), createdAt: now.UTC().Truncate(time.Second), groups: map[string]*group{}, busySince: now}
 	s.functions[k] = fn
 	s.grow(fn, now)
 	return nil

@@ -41,7 +41,8 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 			note.PlanErr = err
 			pl = fallbackPlan(rec.Function, err)
 		}
-		fn := &function{key: k, spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt}
+		// A restored function is not idle yet: its idle time starts now.
+		fn := &function{key: k, spec: rec.Function, plan: pl, desired: rec.Replicas, createdAt: rec.CreatedAt, lastRequest: now}
 		for _, pr := range rec.Placed {
 			r := &replica{id: pr.ID, fn: k, config: pr.Config, phase: Starting, pendingSince: now.UTC()}
 			if r.config.SMPercent == 0 {

@@ -30,46 +30,30 @@ func (b *Backend) Tick(now time.Time) {
 	if b.closed {
 		return
 	}
-	for k, l := range b.loads {
-		ld := lifecycle.Load{Requests: l.requests.Load(), Backlog: b.backlogLocked(k)}
-		if ns := l.lastRequest.Load(); ns != 0 {
-			ld.LastRequest = time.Unix(0, ns)
+	for _, v := range b.core.Functions() {
+		var ld lifecycle.Load
+		queued := 0
+		if b.load != nil {
+			ld.Requests, ld.LastRequest, queued = b.load.Load(v.Spec.Namespace(), v.Spec.Name())
 		}
-		b.core.ObserveLoad(k, ld)
+		ld.Backlog = b.backlogLocked(v, queued)
+		b.core.ObserveLoad(v.Key, ld)
 	}
 	res, _ := b.timed(func() (lifecycle.Result, error) { return b.core.Tick(now), nil })
 	_ = b.applyLocked(res, now)
 }
 
-// backlogLocked is what waits for function k beyond what its replicas
+// backlogLocked is what waits for function v beyond what its replicas
 // serve at once, the autoscaler's Backlog: at each replica in service,
 // the requests in flight above its batch size (its emulated worker's
-// slots; they wait for the running batch), plus those the proxy's
-// dispatcher queues for a replica (X-Model requests, see Queued).
-func (b *Backend) backlogLocked(k string) float64 {
-	n := int64(0)
-	if v, ok := b.core.Function(k); ok {
-		for _, rv := range v.Live {
-			if r := b.running[rv.ID]; r != nil {
-				n += max(r.inFlight.Load()-int64(max(r.config.Batch, 1)), 0)
-			}
+// slots; they wait for the running batch), plus those the proxy queues
+// for a replica (queued: X-Model requests its dispatcher holds).
+func (b *Backend) backlogLocked(v lifecycle.FunctionView, queued int) float64 {
+	n := int64(queued)
+	for _, rv := range v.Live {
+		if r := b.running[rv.ID]; r != nil {
+			n += max(r.inFlight.Load()-int64(max(r.config.Batch, 1)), 0)
 		}
 	}
-	b.waitingMu.Lock()
-	n += int64(b.waiting[k])
-	b.waitingMu.Unlock()
 	return float64(n)
-}
-
-// Queued is told by the proxy's dispatcher how many requests of a function
-// wait for a replica (handlers.QueueObserver), each time that changes; the
-// autoscaler counts them in the function's backlog.
-func (b *Backend) Queued(namespace, name string, waiting int) {
-	b.waitingMu.Lock()
-	defer b.waitingMu.Unlock()
-	if waiting <= 0 {
-		delete(b.waiting, key(namespace, name))
-		return
-	}
-	b.waiting[key(namespace, name)] = waiting
 }

@@ -51,7 +51,10 @@ type Config struct {
 	// NodeLoadFactor is the share of a cold load a load from the node tier
 	// (host memory or local disk) takes.
 	NodeLoadFactor float64
-	Log            *zap.Logger
+	// Load is what the proxy counts of each function, for the autoscaler;
+	// nil: nothing is counted (a backend without a proxy).
+	Load LoadSource
+	Log  *zap.Logger
 }
 
 // Backend runs functions as local processes or emulated GPU workers. What
@@ -83,30 +86,27 @@ type Backend struct {
 	mu sync.Mutex
 	// running are the replicas started here, by ID, warm ones included.
 	running map[string]*replica
-	loads   map[string]*load // per function key
 	// saved is each function's record as last written or read at
 	// start-up: a record equal to it is not written again.
 	saved map[string][]byte
-	// slo is each function's latency target, for the proxy's SLO count
-	// (read once per invocation).
-	slo map[string]time.Duration
+	// routes are what the proxy reads, one immutable route per function
+	// (route.go); their own lock, never held for long.
+	routesMu sync.RWMutex
+	routes   map[string]*route
+	// load is what the proxy counted (handlers.LoadBook).
+	load LoadSource
 	// pendingReason is the reason last logged for each pending replica,
 	// so a replica that keeps waiting is logged once.
 	pendingReason map[string]string
 	namespaces    map[string]types.FunctionNamespace
 	closed        bool
-
-	// waiting counts the requests the proxy's dispatcher queues for a
-	// replica, per function (key: namespace/name), as it reports them
-	// (Queued). Its own lock: the dispatcher reports under its lock.
-	waitingMu sync.Mutex
-	waiting   map[string]int
 }
 
-// load is what the proxy's requests tell of one function.
-type load struct {
-	requests    atomic.Uint64
-	lastRequest atomic.Int64 // unix nanoseconds
+// LoadSource is what the proxy counted of a function (handlers.LoadBook):
+// every request so far, the last one's time, and how many wait in the
+// proxy for a replica now.
+type LoadSource interface {
+	Load(namespace, name string) (requests uint64, last time.Time, queued int)
 }
 
 // replica is a replica this backend started: a process or an emulated
@@ -166,7 +166,7 @@ func New(cfg Config) (*Backend, error) {
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
 			NewID: newReplicaID}),
-		running: map[string]*replica{}, loads: map[string]*load{}, pendingReason: map[string]string{}, slo: map[string]time.Duration{}, waiting: map[string]int{},
+		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := b.restore(); err != nil {
@@ -229,9 +229,7 @@ func (b *Backend) restore() error {
 	}
 	for _, rec := range recs {
 		k := key(rec.Function.Namespace(), rec.Function.Name())
-		l := b.loadOf(k)
-		l.lastRequest.Store(now.UnixNano())
-		b.slo[k] = rec.Function.GPU.SLO
+		b.publishRouteLocked(k)
 		b.log.Info("function restored", zap.String("function", rec.Function.Name()), zap.String("namespace", rec.Function.Namespace()),
 			zap.Int("replicas", rec.Replicas), zap.Int("placed", len(rec.Placed)))
 	}
@@ -365,11 +363,10 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	if err := b.commitLocked(&res); err != nil {
 		return err
 	}
-	l := b.loadOf(key(spec.Namespace(), spec.Name()))
-	l.lastRequest.Store(now.UnixNano()) // a new function is not idle yet
 	if v, ok := b.core.Function(key(spec.Namespace(), spec.Name())); ok {
 		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("decision", v.Plan.Decision))
 	}
+	defer b.publishRouteLocked(key(spec.Namespace(), spec.Name()))
 	return b.applyLocked(res, now)
 }
 
@@ -395,6 +392,7 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	if err := b.commitLocked(&res); err != nil {
 		return err
 	}
+	defer b.publishRouteLocked(key(spec.Namespace(), spec.Name()))
 	return b.applyLocked(res, now)
 }
 
@@ -433,7 +431,7 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 	}
 	stopped := b.takeStopsLocked(&res, now)
 	err = b.applyLocked(res, now)
-	delete(b.loads, key(ns, name))
+	b.publishRouteLocked(key(ns, name))
 	b.mu.Unlock()
 	stopAll(ctx, stopped)
 	b.logs.Forget(ns, name)
@@ -465,9 +463,7 @@ func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) erro
 	if err := b.commitLocked(&res); err != nil {
 		return err
 	}
-	if want > 0 {
-		b.loadOf(key(ns, name)).lastRequest.Store(now.UnixNano()) // a scale-up is demand: not idle
-	}
+	defer b.publishRouteLocked(key(ns, name))
 	return b.applyLocked(res, now)
 }
 
@@ -512,13 +508,11 @@ func (b *Backend) persist(e lifecycle.Effect) error {
 			}
 			b.saved[e.Function] = data
 		}
-		b.slo[e.Function] = e.Record.Function.GPU.SLO
 	case lifecycle.Remove:
 		ns, name := splitKey(e.Function)
 		if err := b.state.deleteFunction(ns, name); err != nil {
 			return err
 		}
-		delete(b.slo, e.Function)
 		delete(b.saved, e.Function)
 	}
 	return nil
@@ -566,9 +560,6 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 		case lifecycle.Demote, lifecycle.Promote:
 			ns, name := splitKey(e.Function)
 			b.logs.Append(ns, name, e.Replica.ID, e.Why, now)
-			if r := b.running[e.Replica.ID]; r != nil && e.Kind == lifecycle.Promote {
-				r.config = e.Replica.Config
-			}
 		}
 	}
 	for _, d := range res.Decisions {
@@ -594,6 +585,13 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 		b.logs.Append(ns, name, "autoscaler", s.Reason, now)
 	}
 	b.stopLaterLocked(stops)
+	touched := map[string]bool{}
+	for _, e := range res.Effects {
+		if e.Function != "" && !touched[e.Function] {
+			touched[e.Function] = true
+			b.publishRouteLocked(e.Function)
+		}
+	}
 	return firstErr
 }
 
@@ -617,15 +615,6 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	}
 	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}, true
-}
-
-func (b *Backend) loadOf(k string) *load {
-	l, ok := b.loads[k]
-	if !ok {
-		l = &load{}
-		b.loads[k] = l
-	}
-	return l
 }
 
 func splitKey(k string) (ns, name string) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
@@ -22,7 +23,7 @@ import (
 
 func newBackend(t *testing.T, dir string) *Backend {
 	t.Helper()
-	b, err := New(Config{StateDir: dir, Inventory: gpu.BuiltinInventory("node-a"), Emulation: Emulation{Latency: time.Millisecond}, Log: zaptest.NewLogger(t)})
+	b, err := New(Config{StateDir: dir, Inventory: gpu.BuiltinInventory("node-a"), Emulation: Emulation{Latency: time.Millisecond}, Load: handlers.NewLoadBook(), Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestRestartRestoresFunctionsPlacementsAndSecrets(t *testing.T) {
 		t.Fatalf("secret file mode = %v, %v; want 0600", info.Mode(), err)
 	}
 	eventually(t, 5*time.Second, "echo answers after restart", func() bool {
-		eps, _ := b2.ReadyEndpoints(DefaultNamespace, "echo", "")
+		eps, _ := readyEndpoints(b2, DefaultNamespace, "echo")
 		if len(eps) != 1 {
 			return false
 		}
@@ -201,7 +202,7 @@ func TestReplicaEnvironmentCarriesPlacementAndSecrets(t *testing.T) {
 	}
 	var out string
 	eventually(t, 5*time.Second, "env replica answers", func() bool {
-		eps, _ := b.ReadyEndpoints(DefaultNamespace, "envfn", "")
+		eps, _ := readyEndpoints(b, DefaultNamespace, "envfn")
 		if len(eps) != 1 {
 			return false
 		}
@@ -302,4 +303,15 @@ func coreView(b *Backend, k string) (lifecycle.FunctionView, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.core.Function(k)
+}
+
+// request counts one request of ns/name as the proxy does.
+func request(b *Backend, ns, name string) {
+	b.cfg.Load.(*handlers.LoadBook).Request(ns, name, time.Now())
+}
+
+// readyEndpoints is what the proxy's one lookup finds of ns/name.
+func readyEndpoints(b *Backend, ns, name string) ([]scheduler.Endpoint, error) {
+	rt, err := b.Route(ns, name)
+	return rt.Endpoints, err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
@@ -39,6 +40,7 @@ func newProfiledBackend(t *testing.T) *Backend {
 		Inventory: gpu.BuiltinInventory("node-a"),
 		Profiles:  builtinProfiles(t),
 		Autoscale: scheduler.AutoscaleOptions{Headroom: 1.2, CoolDown: 10 * time.Second},
+		Load:      handlers.NewLoadBook(),
 		Log:       zaptest.NewLogger(t),
 	})
 	if err != nil {
@@ -116,7 +118,7 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 		var now time.Time
 		for s := from; s < to; s++ {
 			for range int(rate) {
-				_, _ = b.ReadyEndpoints(DefaultNamespace, "rn", "")
+				request(b, DefaultNamespace, "rn")
 			}
 			now = t0.Add(time.Duration(s+1) * time.Second)
 			b.Tick(now)
@@ -237,7 +239,7 @@ func TestEmulatedReplicaUsesProfileLatency(t *testing.T) {
 	lat, _, _ := p.SliceLatency(1, 10)
 	var eps []scheduler.Endpoint
 	eventually(t, 5*time.Second, "vgg ready", func() bool {
-		eps, _ = b.ReadyEndpoints(DefaultNamespace, "vgg", "")
+		eps, _ = readyEndpoints(b, DefaultNamespace, "vgg")
 		return len(eps) == 1
 	})
 	call := func() (time.Duration, http.Header) {
@@ -260,11 +262,8 @@ func TestEmulatedReplicaUsesProfileLatency(t *testing.T) {
 	}
 }
 
-// The proxy's dispatcher reports its queues to a resolver with this method
-// (handlers.QueueObserver); local does not import handlers.
-var _ interface {
-	Queued(namespace, name string, waiting int)
-} = (*Backend)(nil)
+// The proxy's one lookup per request.
+var _ handlers.ReplicaResolver = (*Backend)(nil)
 
 // TestBacklogFeedsTheAutoscaler: the backlog is what waits beyond the
 // replicas' batch slots, plus what the proxy queues, and a backlog the
@@ -295,9 +294,11 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r.inFlight.Store(tt.inFlight)
-			b.Queued(DefaultNamespace, "rn", tt.queued)
+			book := b.cfg.Load.(*handlers.LoadBook)
+			book.SetQueued(DefaultNamespace, "rn", tt.queued)
+			_, _, queued := book.Load(DefaultNamespace, "rn")
 			b.mu.Lock()
-			got := b.backlogLocked(fn.Key)
+			got := b.backlogLocked(fn, queued)
 			b.mu.Unlock()
 			if got != tt.want {
 				t.Fatalf("backlog %v, want %v", got, tt.want)
@@ -308,8 +309,9 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	// No request counted yet (rate 0), but 2,000 wait: 2000 / 5 s =
 	// 400 req/s of demand, above one replica's capacity.
 	r.inFlight.Store(batch + 1000)
-	b.Queued(DefaultNamespace, "rn", 1000)
-	t.Cleanup(func() { r.inFlight.Store(0); b.Queued(DefaultNamespace, "rn", 0) })
+	book := b.cfg.Load.(*handlers.LoadBook)
+	book.SetQueued(DefaultNamespace, "rn", 1000)
+	t.Cleanup(func() { r.inFlight.Store(0); book.SetQueued(DefaultNamespace, "rn", 0) })
 	b.Tick(time.Now())
 	fn, _ = coreView(b, fn.Key)
 	n, reason := len(fn.Live), fn.LastScale

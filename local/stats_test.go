@@ -239,7 +239,7 @@ func TestStatsCountAutoscalerActions(t *testing.T) {
 		t.Fatalf("after an idle minute: %+v, want one down", a)
 	}
 	for range 100 {
-		_, _ = b.ReadyEndpoints(DefaultNamespace, "z", "")
+		request(b, DefaultNamespace, "z")
 	}
 	b.Tick(t0.Add(time.Minute + time.Second))
 	if a := actions(); a.Up != 1 || a.Down != 1 {

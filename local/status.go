@@ -83,51 +83,6 @@ func (b *Backend) readyLocked(v lifecycle.FunctionView) []*replica {
 	return out
 }
 
-// ReadyEndpoints lists the replicas in service that answer requests now,
-// marking those holding model ("" for the function's own). Each call is one
-// request for the function: the autoscaler's rate counts them.
-func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := key(ns, name)
-	v, ok := b.core.Function(k)
-	if !ok {
-		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
-	}
-	l := b.loadOf(k)
-	l.requests.Add(1)
-	l.lastRequest.Store(time.Now().UnixNano())
-	if model == "" {
-		model = v.Plan.Request.Model
-	}
-	ready := b.readyLocked(v)
-	eps := make([]scheduler.Endpoint, 0, len(ready))
-	for _, r := range ready {
-		eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Holds: b.cache.Holds(r.id, model), Models: len(b.cache.Models(r.id))})
-	}
-	return eps, nil
-}
-
-// Replicas lists the replicas in service that answer requests now,
-// without counting a request.
-func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := b.core.Function(key(ns, name))
-	if !ok {
-		return nil, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
-	}
-	ready := b.readyLocked(v)
-	eps := make([]scheduler.Endpoint, 0, len(ready))
-	for _, r := range ready {
-		eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: len(b.cache.Models(r.id))})
-	}
-	return eps, nil
-}
-
-// Holds reports whether a replica has model in its GPU memory.
-func (b *Backend) Holds(replicaID, model string) bool { return b.cache.Holds(replicaID, model) }
-
 // GPUReport describes every GPU, what is booked on it, what waits, and
 // each function's slice decision.
 func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error) {

@@ -14,11 +14,21 @@ type Endpoint struct {
 	ID       string
 	URL      string
 	InFlight *atomic.Int64
-	// Holds is true when the replica has the request's model in memory.
-	Holds bool
 	// Models is how many models the replica holds: a miss goes to the
 	// replica with fewest, so models spread instead of evicting each other.
 	Models int
+}
+
+// Route is where a function's requests go now: the one lookup the proxy
+// makes per request.
+type Route struct {
+	// Endpoints are the replicas in service that answer now.
+	Endpoints []Endpoint
+	// SLO is the function's latency target (com.openfaas.gpu.slo); 0:
+	// none.
+	SLO time.Duration
+	// Model is the function's own model, for requests that name none.
+	Model string
 }
 
 // ClusterReport is the GPU view served at /system/gpus: every GPU with its

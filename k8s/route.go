@@ -1,0 +1,33 @@
+package k8s
+
+import (
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// LoadSource is what the proxy counted of a function (handlers.LoadBook):
+// every request so far, the last one's time, and how many wait in the
+// proxy for a replica now.
+type LoadSource interface {
+	Load(namespace, name string) (requests uint64, last time.Time, queued int)
+}
+
+// Route is the proxy's one lookup of a request (handlers.ReplicaResolver):
+// the function's Ready pods, its SLO and its model.
+func (b *Backend) Route(ns, name string) (scheduler.Route, error) {
+	req, err := b.functionRequest(ns, name)
+	if err != nil {
+		return scheduler.Route{}, err
+	}
+	return scheduler.Route{Endpoints: b.endpoints(ns, name, req.Model), SLO: req.SLO, Model: req.Model}, nil
+}
+
+// load is what the proxy counted of function k; zero without a proxy.
+func (b *Backend) load(k string) (requests uint64, last time.Time, queued int) {
+	if b.cfg.Load == nil {
+		return 0, time.Time{}, 0
+	}
+	ns, name := splitKey(k)
+	return b.cfg.Load.Load(ns, name)
+}
