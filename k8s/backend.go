@@ -31,6 +31,18 @@ import (
 // one GPU share twice.
 var ErrStandby = errors.New("this faas-gpu instance is a standby; the leader places replicas")
 
+// standbyError is ErrStandby with the leader's name and how long a client
+// should wait before asking again (the Lease's retry period: by then this
+// instance may lead, or the client's next try may reach the leader).
+type standbyError struct {
+	detail string
+	retry  time.Duration
+}
+
+func (e *standbyError) Error() string             { return ErrStandby.Error() + " (" + e.detail + ")" }
+func (e *standbyError) Is(target error) bool      { return target == ErrStandby }
+func (e *standbyError) RetryAfter() time.Duration { return e.retry }
+
 // DefaultNamespace is where functions go when a client names none; it is
 // created, labelled for OpenFaaS, when missing.
 const DefaultNamespace = "openfaas-fn"
@@ -214,9 +226,9 @@ func (b *Backend) standbyError() error {
 	leader := b.leader
 	b.mu.Unlock()
 	if leader == "" || leader == b.identity {
-		return fmt.Errorf("%w (no leader elected yet)", ErrStandby)
+		return &standbyError{detail: "no leader elected yet", retry: b.cfg.RetryPeriod}
 	}
-	return fmt.Errorf("%w (leader: %s)", ErrStandby, leader)
+	return &standbyError{detail: "leader: " + leader, retry: b.cfg.RetryPeriod}
 }
 
 // counter is function k's invocation counter.

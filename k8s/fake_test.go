@@ -75,6 +75,12 @@ func TestStandbyRefusesChanges(t *testing.T) {
 	if !errors.Is(err, ErrStandby) || !strings.Contains(err.Error(), "the-leader") {
 		t.Fatalf("scale on a standby: %v", err)
 	}
+	// The handlers answer 503 with Retry-After for an error that says when
+	// to come back: the Lease's retry period, when a standby may lead.
+	var later interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &later) || later.RetryAfter() != b.cfg.RetryPeriod || b.cfg.RetryPeriod <= 0 {
+		t.Fatalf("the standby's refusal %v does not say when to retry (retry period %v)", err, b.cfg.RetryPeriod)
+	}
 	if err := b.syncFunction(context.Background(), "ns/f"); !errors.Is(err, ErrStandby) {
 		t.Fatalf("sync on a standby: %v", err)
 	}
