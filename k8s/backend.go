@@ -102,6 +102,12 @@ type Backend struct {
 	inflight sync.Map // pod UID -> *atomic.Int64
 	waiting  sync.Map // function key -> requests queued in the dispatcher
 	podModel sync.Map // pod name -> model
+	// cacheHits and cacheMisses are the model-cache outcomes this instance
+	// saw: requests it proxied to a pod holding their model or not, and
+	// pods it saw load their model at start (a miss, as local mode counts
+	// a process replica's start). They outlive state rebuilds, which book
+	// every replica afresh, so they only grow.
+	cacheHits, cacheMisses atomic.Uint64
 }
 
 // counter is a function's invocations as seen by this instance, for the

@@ -111,6 +111,9 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			sort.Slice(g.Replicas, func(i, j int) bool { return g.Replicas[i].ID < g.Replicas[j].ID })
 		}
 	}
+	// The state's cache counts the loads of its own bookings, which every
+	// rebuild makes again; the counters this instance keeps do not.
+	rep.Cache.Hits, rep.Cache.NodeHits, rep.Cache.Misses = b.cacheHits.Load(), 0, b.cacheMisses.Load()
 	return rep
 }
 

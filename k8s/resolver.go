@@ -28,7 +28,26 @@ func (b *Backend) ReadyEndpoints(ns, name, model string) ([]scheduler.Endpoint, 
 	if model == "" {
 		model = own
 	}
-	return b.endpoints(ns, name, model), nil
+	eps := b.endpoints(ns, name, model)
+	b.countCache(eps)
+	return eps, nil
+}
+
+// countCache counts one request's cache outcome: a hit when a ready pod
+// holds its model (the router prefers such a pod), a miss when none does
+// and the pod it goes to must load the model. A request with no pod to go
+// to is answered 503 and loads nothing.
+func (b *Backend) countCache(eps []scheduler.Endpoint) {
+	if len(eps) == 0 {
+		return
+	}
+	for _, ep := range eps {
+		if ep.Holds {
+			b.cacheHits.Add(1)
+			return
+		}
+	}
+	b.cacheMisses.Add(1)
 }
 
 // Replicas lists the ready pods again without counting a request.
