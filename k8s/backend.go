@@ -76,15 +76,15 @@ type Backend struct {
 	// gate: every write to the cluster holds it shared; giving up the
 	// leadership takes it exclusively, so no write is in flight once an
 	// instance has stopped leading.
-	gate    sync.RWMutex
-	fnLocks keyedMutex
+	gate sync.RWMutex
 
 	mu      sync.Mutex
 	st      *state // the leader's decisions; nil on a standby
 	leading bool
 	closing bool
-	leader  string          // the leader last observed
-	dirty   map[string]bool // functions whose objects need writing
+	leader  string // the leader last observed
+	// w is this leadership term's writer (queue.go); nil on a standby.
+	w *writer
 	// written are Deployments this instance wrote that the informer may not
 	// show yet, so a sync right after a write still finds them.
 	written map[string]map[string]bool
@@ -160,7 +160,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, log: cfg.Log, client: client, ctx: ctx, cancel: cancel,
 		electionDone: make(chan struct{}), kickc: make(chan struct{}, 1),
-		dirty: map[string]bool{}, written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
+		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
 		identity: cfg.Identity,
 	}
 	if b.identity == "" {
@@ -281,14 +281,4 @@ func (b *Backend) listerObjects(now time.Time) clusterObjects {
 		objs.pods = append(objs.pods, pods...)
 	})
 	return objs
-}
-
-// keyedMutex serialises the writes of one function.
-type keyedMutex struct{ m sync.Map }
-
-func (k *keyedMutex) lock(key string) func() {
-	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
 }

@@ -27,7 +27,7 @@ func fakeBackend(t *testing.T, objs ...runtime.Object) *Backend {
 	b := &Backend{
 		client: fake.NewClientset(objs...), log: zap.NewNop(), cfg: Config{Options: DefaultOptions()}, ctx: ctx, cancel: cancel,
 		scope: scope{clusterWide: true}, kickc: make(chan struct{}, 1),
-		dirty: map[string]bool{}, written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
+		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
 	}
 	if err := b.startInformers(); err != nil {
 		t.Fatal(err)

@@ -82,13 +82,13 @@ func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) erro
 }
 
 // change applies f to the leader's state, places what is pending, and
-// writes function k at once so the caller sees its objects; other
-// functions that changed are written by the control loop.
+// waits until the writer has written function k, so the caller sees its
+// objects; other functions placed meanwhile are queued too.
 func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time) error) error {
 	now := time.Now()
 	b.mu.Lock()
-	st := b.st
-	if st == nil || !b.leading {
+	st, w := b.st, b.w
+	if st == nil || !b.leading || w == nil {
 		b.mu.Unlock()
 		return b.standbyError()
 	}
@@ -98,13 +98,11 @@ func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time
 	}
 	for other := range st.placePending(now) {
 		if other != k {
-			b.dirty[other] = true
+			w.add(other)
 		}
 	}
 	b.mu.Unlock()
-	b.kick()
-	if err := b.syncFunction(ctx, k); err != nil {
-		b.markDirty(k) // the control loop retries
+	if err := w.write(ctx, k); err != nil {
 		return fmt.Errorf("function %s: %w", k, err)
 	}
 	return nil

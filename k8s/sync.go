@@ -23,15 +23,14 @@ import (
 // pods are gone: see groupSettledLocked), then deleted; deleting at once
 // could race with the controller creating a ReplicaSet from an older view.
 // A function that is gone loses its record at once. Idempotent: an object
-// already as rendered is not written.
+// already as rendered is not written. Only the writer calls it (queue.go),
+// so no two writes of a function overlap.
 func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	done, err := b.beginWrite()
 	if err != nil {
 		return err
 	}
 	defer done()
-	unlock := b.fnLocks.lock(k)
-	defer unlock()
 
 	ns, name := splitKey(k)
 	b.mu.Lock()
