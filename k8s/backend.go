@@ -77,6 +77,9 @@ type Backend struct {
 	// leadership takes it exclusively, so no write is in flight once an
 	// instance has stopped leading.
 	gate sync.RWMutex
+	// txLocks: one change of a function at a time, so the rollback of a
+	// change that could not be written puts back what it saw.
+	txLocks keyedMutex
 
 	mu      sync.Mutex
 	st      *state // the leader's decisions; nil on a standby
@@ -88,6 +91,10 @@ type Backend struct {
 	// written are Deployments this instance wrote that the informer may not
 	// show yet, so a sync right after a write still finds them.
 	written map[string]map[string]bool
+	// deployWrites counts, per function, the Deployments created or
+	// updated: a change none followed cannot have pods running its
+	// bookings, so undoing it frees them at once (txn.go).
+	deployWrites map[string]uint64
 	// reservations this instance created or saw, and since when each has
 	// been unused (zero: in use).
 	resv     map[string]time.Time
@@ -281,4 +288,14 @@ func (b *Backend) listerObjects(now time.Time) clusterObjects {
 		objs.pods = append(objs.pods, pods...)
 	})
 	return objs
+}
+
+// keyedMutex serialises the changes of one function.
+type keyedMutex struct{ m sync.Map }
+
+func (k *keyedMutex) lock(key string) func() {
+	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }

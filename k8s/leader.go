@@ -127,6 +127,7 @@ func (b *Backend) stopLeading() {
 		b.w = nil
 	}
 	b.written = map[string]map[string]bool{}
+	b.deployWrites = nil
 }
 
 // restoreFromAPI lists straight from the API server, not the informers: a
