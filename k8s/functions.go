@@ -117,6 +117,7 @@ func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time
 			return b.deployWrites[k] != writes && b.deploymentMayExistLocked(ns, group)
 		}
 		st.rollback(before, mayRun, time.Now())
+		b.log.Warn("a change could not be written; undone", zap.String("function", k), zap.Error(err))
 		// Written again as it was, so nothing of the change stays in the
 		// cluster: not what a failed write did before failing, nor a write
 		// still under way when the caller gave up waiting.

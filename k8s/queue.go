@@ -142,8 +142,8 @@ func (b *Backend) writeKey(ctx context.Context, w *writer, k string) {
 	}
 }
 
-// enqueue queues keys for the current term's writer; on a standby it does
-// nothing (the leader writes). Called with b.mu held.
+// enqueueLocked queues keys for the current term's writer; on a standby
+// there is none (the leader writes). Called with b.mu held.
 func (b *Backend) enqueueLocked(keys ...string) {
 	if b.w == nil {
 		return
