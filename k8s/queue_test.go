@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -118,4 +119,57 @@ func poll(t *testing.T, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) { return cond(), nil })
+}
+
+// A caller that stops waiting (its request timed out) gets an error and
+// the change is undone; the writer then writes the function as it was,
+// so nothing of it stays in the cluster.
+func TestGivingUpUndoesTheChange(t *testing.T) {
+	b := fakeLeader(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Deploy(ctx, spec("f", 50, nil)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("deploy with a cancelled request: %v", err)
+	}
+	b.mu.Lock()
+	_, exists := b.st.functions["ns/f"]
+	b.mu.Unlock()
+	if exists {
+		t.Fatal("the function stayed after its caller gave up")
+	}
+	err := poll(t, func() bool {
+		_, err := b.client.CoreV1().Services("ns").Get(context.Background(), "f", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	if err != nil {
+		t.Fatal("the record of an undone deploy stayed in the cluster")
+	}
+}
+
+// Requests still waiting when the instance stops leading are answered
+// with the standby's refusal (503, Retry-After), not left hanging.
+func TestStoppingToLeadAnswersWaitingRequests(t *testing.T) {
+	b := fakeLeader(t)
+	// A writer nobody runs: the deploy's key stays queued, as behind a
+	// long write.
+	idle := newWriter()
+	b.mu.Lock()
+	b.w = idle
+	b.mu.Unlock()
+	answer := make(chan error, 1)
+	go func() { answer <- b.Deploy(context.Background(), spec("g", 10, nil)) }()
+	if err := poll(t, func() bool { return idle.q.Len() > 0 }); err != nil {
+		t.Fatal("the deploy was never queued")
+	}
+	b.stopLeading()
+	var err error
+	select {
+	case err = <-answer:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting request was left hanging")
+	}
+	var later interface{ RetryAfter() time.Duration }
+	if !errors.Is(err, ErrStandby) || !errors.As(err, &later) {
+		t.Errorf("the request waiting when leadership ended: %v; want the standby's refusal", err)
+	}
 }
