@@ -16,7 +16,7 @@ type fakeReplicas struct {
 	holds map[string]string // replica -> model
 }
 
-func (f *fakeReplicas) Route(ns, name string) (scheduler.Route, error) {
+func (f *fakeReplicas) Route(ns, name, _ string) (scheduler.Route, error) {
 	return scheduler.Route{Endpoints: f.eps}, nil
 }
 func (f *fakeReplicas) Replicas(ns, name string) ([]scheduler.Endpoint, error) { return f.eps, nil }

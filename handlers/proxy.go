@@ -23,9 +23,10 @@ type ReplicaResolver interface {
 	// Route is the one lookup of a request: the function's ready
 	// replicas, its SLO and its model, from a snapshot the backend keeps
 	// up to date, so that an invocation never waits behind a report, a
-	// disk write or a decision. It counts nothing: the proxy does
-	// (LoadBook). The endpoints are shared: read them, never change them.
-	Route(namespace, name string) (scheduler.Route, error)
+	// disk write or a decision. model is the request's X-Model ("": the
+	// function's own), for a backend that counts cache outcomes per
+	// request. It counts no load: the proxy does (LoadBook).
+	Route(namespace, name, model string) (scheduler.Route, error)
 	// Replicas lists the ready replicas again, for the dispatcher.
 	Replicas(namespace, name string) ([]scheduler.Endpoint, error)
 	// Holds reports whether a replica has model in memory.
@@ -154,7 +155,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			http.Error(w, "Provide function name in the request path", http.StatusBadRequest)
 			return
 		}
-		route, err := resolver.Route(ns, name)
+		route, err := resolver.Route(ns, name, r.Header.Get(HeaderModel))
 		if err != nil {
 			w.Header().Set(internalHeader, "proxy")
 			if errors.Is(err, fs.ErrNotExist) {

@@ -29,7 +29,7 @@ type sloResolver struct {
 	slos map[string]time.Duration
 }
 
-func (r sloResolver) Route(ns, name string) (scheduler.Route, error) {
+func (r sloResolver) Route(ns, name, _ string) (scheduler.Route, error) {
 	eps, err := r.Replicas(ns, name)
 	return scheduler.Route{Endpoints: eps, SLO: r.slos[name]}, err
 }
@@ -248,7 +248,7 @@ type busyResolver struct {
 	busy scheduler.Endpoint
 }
 
-func (r busyResolver) Route(ns, name string) (scheduler.Route, error) {
+func (r busyResolver) Route(ns, name, _ string) (scheduler.Route, error) {
 	eps, err := r.Replicas(ns, name)
 	return scheduler.Route{Endpoints: eps, SLO: r.slos[name]}, err
 }

@@ -26,18 +26,18 @@ func TestLocalBackendSLOs(t *testing.T) {
 	waitReady(t, srv, "tight")
 	waitReady(t, srv, "free")
 
-	if rt, err := b.Route("openfaas-fn", "tight"); err != nil || rt.SLO != 10*time.Millisecond {
+	if rt, err := b.Route("openfaas-fn", "tight", ""); err != nil || rt.SLO != 10*time.Millisecond {
 		t.Errorf("Route(tight).SLO = %v (%v), want 10ms", rt.SLO, err)
 	}
-	if rt, err := b.Route("openfaas-fn", "free"); err != nil || rt.SLO != 0 {
+	if rt, err := b.Route("openfaas-fn", "free", ""); err != nil || rt.SLO != 0 {
 		t.Errorf("Route(free).SLO = %v (%v), want none", rt.SLO, err)
 	}
-	if _, err := b.Route("openfaas-fn", "nope"); err == nil {
+	if _, err := b.Route("openfaas-fn", "nope", ""); err == nil {
 		t.Error("Route(nope) found a function that does not exist")
 	}
 	// The one lookup per request allocates only the endpoint list it
 	// returns.
-	if n := testing.AllocsPerRun(100, func() { _, _ = b.Route("openfaas-fn", "tight") }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = b.Route("openfaas-fn", "tight", "") }); n > 1 {
 		t.Errorf("Route allocates %.0f times per call, want at most 1", n)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,6 +30,18 @@ import (
 // leader: only the leader places replicas, so two instances can never book
 // one GPU share twice.
 var ErrStandby = errors.New("this faas-gpu instance is a standby; the leader places replicas")
+
+// standbyError is ErrStandby with the leader's name and how long a client
+// should wait before asking again (the Lease's retry period: by then this
+// instance may lead, or the client's next try may reach the leader).
+type standbyError struct {
+	detail string
+	retry  time.Duration
+}
+
+func (e *standbyError) Error() string             { return ErrStandby.Error() + " (" + e.detail + ")" }
+func (e *standbyError) Is(target error) bool      { return target == ErrStandby }
+func (e *standbyError) RetryAfter() time.Duration { return e.retry }
 
 // DefaultNamespace is where functions go when a client names none; it is
 // created, labelled for OpenFaaS, when missing.
@@ -63,18 +76,25 @@ type Backend struct {
 	// gate: every write to the cluster holds it shared; giving up the
 	// leadership takes it exclusively, so no write is in flight once an
 	// instance has stopped leading.
-	gate    sync.RWMutex
-	fnLocks keyedMutex
+	gate sync.RWMutex
+	// txLocks: one change of a function at a time, so the rollback of a
+	// change that could not be written puts back what it saw.
+	txLocks keyedMutex
 
 	mu      sync.Mutex
 	st      *state // the leader's decisions; nil on a standby
 	leading bool
 	closing bool
-	leader  string          // the leader last observed
-	dirty   map[string]bool // functions whose objects need writing
+	leader  string // the leader last observed
+	// w is this leadership term's writer (queue.go); nil on a standby.
+	w *writer
 	// written are Deployments this instance wrote that the informer may not
 	// show yet, so a sync right after a write still finds them.
 	written map[string]map[string]bool
+	// deployWrites counts, per function, the Deployments created or
+	// updated: a change none followed cannot have pods running its
+	// bookings, so undoing it frees them at once (txn.go).
+	deployWrites map[string]uint64
 	// reservations this instance created or saw, and since when each has
 	// been unused (zero: in use).
 	resv     map[string]time.Time
@@ -87,6 +107,12 @@ type Backend struct {
 
 	inflight sync.Map // pod UID -> *atomic.Int64
 	podModel sync.Map // pod name -> model
+	// cacheHits and cacheMisses are the model-cache outcomes this instance
+	// saw: requests it proxied to a pod holding their model or not, and
+	// pods it saw load their model at start (a miss, as local mode counts
+	// a process replica's start). They outlive state rebuilds, which book
+	// every replica afresh, so they only grow.
+	cacheHits, cacheMisses atomic.Uint64
 }
 
 // New connects to the API server, starts the informers, waits for them and
@@ -132,7 +158,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, log: cfg.Log, client: client, ctx: ctx, cancel: cancel,
 		electionDone: make(chan struct{}), kickc: make(chan struct{}, 1),
-		dirty: map[string]bool{}, written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
+		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
 		identity: cfg.Identity,
 	}
 	if b.identity == "" {
@@ -204,9 +230,9 @@ func (b *Backend) standbyError() error {
 	leader := b.leader
 	b.mu.Unlock()
 	if leader == "" || leader == b.identity {
-		return fmt.Errorf("%w (no leader elected yet)", ErrStandby)
+		return &standbyError{detail: "no leader elected yet", retry: b.cfg.RetryPeriod}
 	}
-	return fmt.Errorf("%w (leader: %s)", ErrStandby, leader)
+	return &standbyError{detail: "leader: " + leader, retry: b.cfg.RetryPeriod}
 }
 
 // functionPods lists a function's pods from the informer.
@@ -246,7 +272,7 @@ func (b *Backend) listerObjects(now time.Time) clusterObjects {
 	return objs
 }
 
-// keyedMutex serialises the writes of one function.
+// keyedMutex serialises the changes of one function.
 type keyedMutex struct{ m sync.Map }
 
 func (k *keyedMutex) lock(key string) func() {

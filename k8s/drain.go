@@ -41,3 +41,18 @@ func (b *Backend) groupSettledLocked(ns, group string, size int) bool {
 	}
 	return d.Spec.Replicas != nil && int(*d.Spec.Replicas) <= size && d.Status.ObservedGeneration >= d.Generation && int(d.Status.Replicas) <= size
 }
+
+// deploymentMayExistLocked says whether a Deployment named group may be in
+// the cluster: the informer shows it, or this instance wrote it and the
+// informer may not show it yet. Called with b.mu held.
+func (b *Backend) deploymentMayExistLocked(ns, group string) bool {
+	if _, err := b.deps.in(ns).Deployments(ns).Get(group); err == nil {
+		return true
+	}
+	for k, deps := range b.written {
+		if kns, _ := splitKey(k); kns == ns && deps[group] {
+			return true
+		}
+	}
+	return false
+}

@@ -27,7 +27,7 @@ func fakeBackend(t *testing.T, objs ...runtime.Object) *Backend {
 	b := &Backend{
 		client: fake.NewClientset(objs...), log: zap.NewNop(), cfg: Config{Options: DefaultOptions()}, ctx: ctx, cancel: cancel,
 		scope: scope{clusterWide: true}, kickc: make(chan struct{}, 1),
-		dirty: map[string]bool{}, written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
+		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
 	}
 	if err := b.startInformers(); err != nil {
 		t.Fatal(err)
@@ -74,6 +74,12 @@ func TestStandbyRefusesChanges(t *testing.T) {
 	err := b.Scale(context.Background(), DefaultNamespace, "f", 2)
 	if !errors.Is(err, ErrStandby) || !strings.Contains(err.Error(), "the-leader") {
 		t.Fatalf("scale on a standby: %v", err)
+	}
+	// The handlers answer 503 with Retry-After for an error that says when
+	// to come back: the Lease's retry period, when a standby may lead.
+	var later interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &later) || later.RetryAfter() != b.cfg.RetryPeriod || b.cfg.RetryPeriod <= 0 {
+		t.Fatalf("the standby's refusal %v does not say when to retry (retry period %v)", err, b.cfg.RetryPeriod)
 	}
 	if err := b.syncFunction(context.Background(), "ns/f"); !errors.Is(err, ErrStandby) {
 		t.Fatalf("sync on a standby: %v", err)

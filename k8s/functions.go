@@ -77,32 +77,50 @@ func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) erro
 }
 
 // change applies f to the leader's state, places what is pending, and
-// writes function k at once so the caller sees its objects; other
-// functions that changed are written by the control loop.
+// waits until the writer has written function k, so the caller sees its
+// objects; other functions placed meanwhile are queued too. A change that
+// cannot be written is undone (txn.go) and answers the write's error, so a
+// retry starts from where the function was.
 func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time) error) error {
+	unlock := b.txLocks.lock(k)
+	defer unlock()
 	now := time.Now()
 	b.mu.Lock()
-	st := b.st
-	if st == nil || !b.leading {
+	st, w := b.st, b.w
+	if st == nil || !b.leading || w == nil {
 		b.mu.Unlock()
 		return b.standbyError()
 	}
+	before, writes := st.snapshot(k), b.deployWrites[k]
 	if err := f(st, now); err != nil {
 		b.mu.Unlock()
 		return err
 	}
 	for other := range st.placePending(now) {
 		if other != k {
-			b.dirty[other] = true
+			w.add(other)
 		}
 	}
 	b.mu.Unlock()
-	b.kick()
-	if err := b.syncFunction(ctx, k); err != nil {
-		b.markDirty(k) // the control loop retries
-		return fmt.Errorf("function %s: %w", k, err)
+	err := w.write(ctx, k)
+	if err == nil {
+		return nil
 	}
-	return nil
+	b.mu.Lock()
+	if b.st == st {
+		mayRun := func(ns, group string) bool {
+			return b.deployWrites[k] != writes && b.deploymentMayExistLocked(ns, group)
+		}
+		st.rollback(before, mayRun, time.Now())
+		b.log.Warn("a change could not be written; undone", zap.String("function", k), zap.Error(err))
+		// Written again as it was, so nothing of the change stays in the
+		// cluster: not what a failed write did before failing, nor a write
+		// still under way when the caller gave up waiting.
+		w.add(k)
+	}
+	b.mu.Unlock()
+	b.kick() // room freed by the rollback may place another function
+	return fmt.Errorf("function %s not changed: %w", k, err)
 }
 
 // checkSpec rejects a function whose namespace is not OpenFaaS's or whose

@@ -254,6 +254,7 @@ func (b *Backend) podUpdated(oldObj, newObj any) {
 	}
 	st.started[p.UID] = true
 	st.stats.Started(d)
+	b.cacheMisses.Add(1) // the pod loaded its model to become ready
 }
 
 // podStartup is how long pod p took from its creation to its last Ready

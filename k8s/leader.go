@@ -89,15 +89,16 @@ func (b *Backend) lead(ctx context.Context, seen func()) {
 		b.mu.Unlock()
 		return
 	}
-	b.st, b.leading, b.leader = st, true, b.identity
+	w := newWriter()
+	b.st, b.leading, b.leader, b.w = st, true, b.identity, w
 	for k := range st.functions {
-		b.dirty[k] = true
 		st.functions[k].busySince = now // not idle just because the leader changed
 	}
 	b.mu.Unlock()
 	b.resvMu.Lock()
 	b.resv = map[string]time.Time{}
 	b.resvMu.Unlock()
+	go b.runWriter(ctx, w)
 	seen()
 	b.log.Info("leading: placing replicas", zap.String("identity", b.identity), zap.Int("functions", len(st.functions)),
 		zap.Int("gpus", len(st.inv.Devices())), zap.Int("bookings", len(st.alloc.Placements())))
@@ -119,8 +120,13 @@ func (b *Backend) stopLeading() {
 	if b.leader == b.identity {
 		b.leader = ""
 	}
-	b.dirty = map[string]bool{}
+	if b.w != nil {
+		// Requests waiting for a write are told to ask the next leader.
+		b.w.stop(&standbyError{detail: "this instance stopped leading", retry: b.cfg.RetryPeriod})
+		b.w = nil
+	}
 	b.written = map[string]map[string]bool{}
+	b.deployWrites = nil
 }
 
 // restoreFromAPI lists straight from the API server, not the informers: a

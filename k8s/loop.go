@@ -17,7 +17,8 @@ import (
 const loopPeriod = 500 * time.Millisecond
 
 // loop is the leader's control loop: it follows the inventory, ends
-// drains, places pending replicas, autoscales, and writes what changed.
+// drains, places pending replicas, autoscales, and queues what changed
+// for the writer (queue.go).
 func (b *Backend) loop(ctx context.Context) {
 	tick := time.NewTicker(loopPeriod)
 	defer tick.Stop()
@@ -25,27 +26,28 @@ func (b *Backend) loop(ctx context.Context) {
 	defer resync.Stop()
 	scale := time.NewTicker(b.cfg.Tick)
 	defer scale.Stop()
-	b.reconcile(ctx, true)
+	b.reconcile(true)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.kickc:
-			b.reconcile(ctx, false)
+			b.reconcile(false)
 		case <-tick.C:
-			b.reconcile(ctx, false)
+			b.reconcile(false)
 		case <-resync.C:
-			b.reconcile(ctx, true)
+			b.reconcile(true)
 		case now := <-scale.C:
 			b.autoscale(now)
-			b.reconcile(ctx, false)
+			b.reconcile(false)
 		}
 	}
 }
 
-// reconcile brings the decisions up to date with the cluster and writes
-// the functions that changed; all writes every function again.
-func (b *Backend) reconcile(ctx context.Context, all bool) {
+// reconcile brings the decisions up to date with the cluster and queues
+// the functions that changed for writing, and the placeholders; all queues
+// every function again.
+func (b *Backend) reconcile(all bool) {
 	now := time.Now()
 	b.mu.Lock()
 	st := b.st
@@ -76,10 +78,6 @@ func (b *Backend) reconcile(ctx context.Context, all bool) {
 	for k := range st.placePending(now) {
 		dirty[k] = true
 	}
-	for k := range b.dirty {
-		dirty[k] = true
-	}
-	b.dirty = map[string]bool{}
 	if all {
 		for k := range st.functions {
 			dirty[k] = true
@@ -96,20 +94,9 @@ func (b *Backend) reconcile(ctx context.Context, all bool) {
 			}
 		}
 	})
+	b.enqueueLocked(sortedKeys(dirty)...)
+	b.enqueueLocked(reservationsKey)
 	b.mu.Unlock()
-
-	for _, k := range sortedKeys(dirty) {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := b.syncFunction(ctx, k); err != nil {
-			b.log.Warn("writing a function's objects failed; retrying", zap.String("function", k), zap.Error(err))
-			b.markDirty(k)
-		}
-	}
-	if err := b.syncReservations(ctx, now); err != nil {
-		b.log.Warn("reservations", zap.Error(err))
-	}
 }
 
 // inventory is the cluster's GPUs now; node problems are logged once.
@@ -125,12 +112,6 @@ func (b *Backend) inventory(now time.Time) gpu.Inventory {
 	return inv
 }
 
-func (b *Backend) markDirty(k string) {
-	b.mu.Lock()
-	b.dirty[k] = true
-	b.mu.Unlock()
-}
-
 // autoscale runs one autoscaler pass, as local mode's Tick does, on the
 // requests this instance proxied.
 func (b *Backend) autoscale(now time.Time) {
@@ -143,7 +124,5 @@ func (b *Backend) autoscale(now time.Time) {
 		requests, last, _ := b.load(k)
 		return requests, last, b.backlog(k)
 	}
-	for _, k := range b.st.autoscale(now, counts, b.cfg.Autoscale) {
-		b.dirty[k] = true
-	}
+	b.enqueueLocked(b.st.autoscale(now, counts, b.cfg.Autoscale)...)
 }

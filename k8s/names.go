@@ -94,15 +94,41 @@ func placementAnnotations(p scheduler.Placement, c scheduler.SliceConfig) map[st
 	}
 }
 
+// maxGroupName is the longest group name: it is the value of the
+// LabelGroup label on the Deployment and its pods, which Kubernetes caps
+// at 63 bytes.
+const maxGroupName = 63
+
 // groupName names the Deployment of a function's replicas that share one
 // placement: one GPU (or set of whole GPUs) and one slice. The name is a
 // pure function of them, so a restarted provider, or a second sync, finds
 // the same object.
 func groupName(fnName string, p scheduler.Placement, c scheduler.SliceConfig) string {
+	return groupNameN(fnName, p, c, 1)
+}
+
+// groupNameN is groupName for the n-th group of one placement (n > 1 when
+// a Deployment of the first name still drains: see freeGroupName). A name
+// that would pass maxGroupName keeps a prefix of the function's name and
+// hashes the whole name with the placement, so two long names sharing a
+// prefix still differ. Names that fit are as they always were, so an
+// upgraded provider finds the Deployments it made before.
+func groupNameN(fnName string, p scheduler.Placement, c scheduler.SliceConfig, n int) string {
 	gpus := append([]string(nil), p.GPUs...)
 	sort.Strings(gpus)
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%d|%d", p.Node, strings.Join(gpus, ","), p.Slice.SMPercent, p.Slice.MemoryBytes, max(c.Batch, 1)))
-	return fnName + "-" + hex.EncodeToString(h[:4])
+	where := fmt.Sprintf("%s|%s|%d|%d|%d", p.Node, strings.Join(gpus, ","), p.Slice.SMPercent, p.Slice.MemoryBytes, max(c.Batch, 1))
+	count := ""
+	if n > 1 {
+		count = "-" + strconv.Itoa(n)
+	}
+	h := sha256.Sum256([]byte(where))
+	suffix := "-" + hex.EncodeToString(h[:4]) + count
+	if len(fnName)+len(suffix) <= maxGroupName {
+		return fnName + suffix
+	}
+	h = sha256.Sum256([]byte(fnName + "|" + where))
+	suffix = "-" + hex.EncodeToString(h[:4]) + count
+	return fnName[:maxGroupName-len(suffix)] + suffix
 }
 
 // reservationName names the placeholder pod holding gpuUUID.

@@ -1,12 +1,14 @@
 package k8s
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func envOf(c corev1.Container) map[string]string {
@@ -136,5 +138,59 @@ func TestDecodeErrors(t *testing.T) {
 	fn, n, err := decodeRecord(good)
 	if err != nil || n != 2 || fn.Name() != "f" || fn.GPU.SMPercent != 10 {
 		t.Errorf("round trip: %+v %d %v", fn, n, err)
+	}
+}
+
+// Every function name the API accepts (an RFC 1123 label: up to 63
+// characters) must give objects Kubernetes accepts: the group name is a
+// label value and a Deployment name, and a second group of one placement
+// gets a suffix on top.
+func TestLongFunctionNamesFitKubernetes(t *testing.T) {
+	c := scheduler.SliceConfig{SMPercent: 50, Batch: 1}
+	p := placement("a", "GPU-a0")
+	for _, n := range []int{1, 54, 55, 63} {
+		name := strings.Repeat("a", n-1) + "b"
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			for _, i := range []int{1, 2, 12} {
+				g := groupNameN(name, p, c, i)
+				if errs := validation.IsValidLabelValue(g); len(errs) > 0 {
+					t.Errorf("group %d: %q is no label value: %v", i, g, errs)
+				}
+				if errs := validation.IsDNS1123Subdomain(g); len(errs) > 0 {
+					t.Errorf("group %d: %q is no Deployment name: %v", i, g, errs)
+				}
+				if g != groupNameN(name, p, c, i) {
+					t.Errorf("group %d: the name is not deterministic", i)
+				}
+			}
+			if groupNameN(name, p, c, 1) == groupNameN(name, p, c, 2) {
+				t.Error("the second group of a placement has the first one's name")
+			}
+			d := renderDeployment(groupSpec{Function: spec(name, 50, nil), Name: groupName(name, p, c), Placement: p, Config: c, Replicas: 1}, renderOptions{})
+			for what, ls := range map[string]map[string]string{"deployment": d.Labels, "pod": d.Spec.Template.Labels, "selector": d.Spec.Selector.MatchLabels} {
+				for k, v := range ls {
+					if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+						t.Errorf("%s label %s=%q: %v", what, k, v, errs)
+					}
+				}
+			}
+			for _, ct := range d.Spec.Template.Spec.Containers {
+				if errs := validation.IsDNS1123Label(ct.Name); len(errs) > 0 {
+					t.Errorf("container name %q: %v", ct.Name, errs)
+				}
+			}
+		})
+	}
+	// Names that always fitted keep their old form: an upgraded provider
+	// finds its Deployments again.
+	short := strings.Repeat("s", 54)
+	h := groupName("x", p, c)[len("x"):]
+	if got := groupName(short, p, c); got != short+h {
+		t.Errorf("a 54-character name's group is %q, want %q", got, short+h)
+	}
+	// Two long names with one 54-character prefix do not share groups.
+	long1, long2 := strings.Repeat("l", 60)+"one", strings.Repeat("l", 60)+"two"
+	if groupName(long1, p, c) == groupName(long2, p, c) {
+		t.Errorf("two long names share the group %q", groupName(long1, p, c))
 	}
 }

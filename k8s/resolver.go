@@ -11,6 +11,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// countCache counts one request's cache outcome: a hit when a ready pod
+// holds its model (the router prefers such a pod), a miss when none does
+// and the pod it goes to must load the model. A request with no pod to go
+// to is answered 503 and loads nothing.
+func (b *Backend) countCache(eps []scheduler.Endpoint, model string) {
+	if len(eps) == 0 {
+		return
+	}
+	for _, ep := range eps {
+		if b.Holds(ep.ID, model) {
+			b.cacheHits.Add(1)
+			return
+		}
+	}
+	b.cacheMisses.Add(1)
+}
+
 // Replicas lists the ready pods again, for the proxy's dispatcher.
 func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 	if _, err := b.functionModel(ns, name); err != nil {

@@ -14,13 +14,20 @@ type LoadSource interface {
 }
 
 // Route is the proxy's one lookup of a request (handlers.ReplicaResolver):
-// the function's Ready pods, its SLO and its model.
-func (b *Backend) Route(ns, name string) (scheduler.Route, error) {
+// the function's Ready pods, its SLO and its model. It counts the
+// request's cache outcome for model (the request's X-Model, "" for the
+// function's own).
+func (b *Backend) Route(ns, name, model string) (scheduler.Route, error) {
 	req, err := b.functionRequest(ns, name)
 	if err != nil {
 		return scheduler.Route{}, err
 	}
-	return scheduler.Route{Endpoints: b.endpoints(ns, name, req.Model), SLO: req.SLO, Model: req.Model}, nil
+	if model == "" {
+		model = req.Model
+	}
+	eps := b.endpoints(ns, name, req.Model)
+	b.countCache(eps, model)
+	return scheduler.Route{Endpoints: eps, SLO: req.SLO, Model: req.Model}, nil
 }
 
 // load is what the proxy counted of function k; zero without a proxy.

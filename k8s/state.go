@@ -352,7 +352,7 @@ func (s *state) freeGroupName(fn *function, p scheduler.Placement, c scheduler.S
 	name := groupName(fn.spec.Name(), p, c)
 	ns := fn.spec.Namespace()
 	for i := 2; s.nameBusy(ns, name); i++ {
-		name = fmt.Sprintf("%s-%d", groupName(fn.spec.Name(), p, c), i)
+		name = groupNameN(fn.spec.Name(), p, c, i)
 	}
 	return name
 }

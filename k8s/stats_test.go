@@ -137,3 +137,55 @@ func TestAutoscalerActionsCounted(t *testing.T) {
 		t.Fatalf("autoscaler actions %+v, want %+v", rep.Stats.Autoscaler, want)
 	}
 }
+
+// TestCacheCountsRequestsAndStartups: on Kubernetes the cache counters
+// count what local mode counts, a hit for each request to a pod holding
+// its model, a miss for one no pod holds and for each pod loading its
+// model at start; rebuilding the state (a new leader, a standby's view)
+// neither resets nor re-counts them.
+func TestCacheCountsRequestsAndStartups(t *testing.T) {
+	now := time.Now()
+	st := newState(cluster2x2(), nil, nil)
+	mustDeploy(t, st, spec("f", 50, nil), now)
+	group := st.groupSpecs("ns/f")[0].Name
+	made := now.Truncate(time.Second).Add(time.Second)
+	ready := functionPod("f", group, "f-pod", made, 3*time.Second)
+	ready.Annotations = map[string]string{AnnotationModel: "m-f"}
+	b := fakeBackend(t, ready)
+	b.st = st
+	steps := []struct {
+		name         string
+		do           func(t *testing.T)
+		hits, misses uint64
+	}{
+		{"the pod turns ready: its model loaded", func(t *testing.T) {
+			starting := ready.DeepCopy()
+			starting.Status = corev1.PodStatus{Phase: corev1.PodPending}
+			b.podUpdated(starting, ready)
+		}, 0, 1},
+		{"a request for the function's model", func(t *testing.T) { endpoints(t, b, "") }, 1, 1},
+		{"another one", func(t *testing.T) { endpoints(t, b, "m-f") }, 2, 1},
+		{"a model no pod holds", func(t *testing.T) { endpoints(t, b, "other") }, 2, 2},
+		{"the state rebuilt", func(t *testing.T) {
+			b.mu.Lock()
+			b.st = restoreState(clusterObjects{inventory: cluster2x2()}, nil, now, nil)
+			b.mu.Unlock()
+		}, 2, 2},
+	}
+	for _, s := range steps {
+		s.do(t)
+		c := b.report(b.st).Cache
+		if c.Hits != s.hits || c.Misses != s.misses {
+			t.Fatalf("%s: %d hits, %d misses; want %d, %d", s.name, c.Hits, c.Misses, s.hits, s.misses)
+		}
+	}
+}
+
+// endpoints asks for f's endpoints as the proxy does once per request.
+func endpoints(t *testing.T, b *Backend, model string) {
+	t.Helper()
+	rt, err := b.Route("ns", "f", model)
+	if eps := rt.Endpoints; err != nil || len(eps) != 1 {
+		t.Fatalf("endpoints %+v, %v; want the ready pod", rt.Endpoints, err)
+	}
+}

@@ -23,15 +23,14 @@ import (
 // pods are gone: see groupSettledLocked), then deleted; deleting at once
 // could race with the controller creating a ReplicaSet from an older view.
 // A function that is gone loses its record at once. Idempotent: an object
-// already as rendered is not written.
+// already as rendered is not written. Only the writer calls it (queue.go),
+// so no two writes of a function overlap.
 func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	done, err := b.beginWrite()
 	if err != nil {
 		return err
 	}
 	defer done()
-	unlock := b.fnLocks.lock(k)
-	defer unlock()
 
 	ns, name := splitKey(k)
 	b.mu.Lock()
@@ -184,6 +183,7 @@ func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) err
 				return apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, d.Name, err)
 			}
 			if err == nil {
+				b.noteDeploymentChanged(fnKey(d.Namespace, d.Labels[LabelFunction]))
 				b.log.Info("replica group created", zap.String("deployment", d.Namespace+"/"+d.Name),
 					zap.String("node", d.Annotations[AnnotationNode]), zap.String("gpus", d.Annotations[AnnotationGPUs]),
 					zap.String("sm", d.Annotations[AnnotationSMPercent]), zap.Int32("replicas", *d.Spec.Replicas))
@@ -205,13 +205,26 @@ func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) err
 		cur.Spec.Strategy = d.Spec.Strategy
 		cur.Spec.RevisionHistoryLimit = d.Spec.RevisionHistoryLimit
 		cur.Spec.Template = d.Spec.Template
-		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		if _, err = api.Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			b.noteDeploymentChanged(fnKey(d.Namespace, d.Labels[LabelFunction]))
+		}
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("write deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
+}
+
+// noteDeploymentChanged counts a Deployment of function k created or
+// updated: from then its pods may run the bookings the state holds.
+func (b *Backend) noteDeploymentChanged(k string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.deployWrites == nil {
+		b.deployWrites = map[string]uint64{}
+	}
+	b.deployWrites[k]++
 }
 
 // applyService creates the function's Service record or updates it, and

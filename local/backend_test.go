@@ -312,6 +312,6 @@ func request(b *Backend, ns, name string) {
 
 // readyEndpoints is what the proxy's one lookup finds of ns/name.
 func readyEndpoints(b *Backend, ns, name string) ([]scheduler.Endpoint, error) {
-	rt, err := b.Route(ns, name)
+	rt, err := b.Route(ns, name, "")
 	return rt.Endpoints, err
 }

@@ -51,7 +51,9 @@ func (b *Backend) routeOf(ns, name string) (*route, bool) {
 
 // Route is the proxy's one lookup of a request (handlers.ReplicaResolver):
 // the replicas in service that answer now, the function's SLO and model.
-func (b *Backend) Route(ns, name string) (scheduler.Route, error) {
+// The request's model does not matter here: emulated replicas count their
+// own cache outcomes as they serve.
+func (b *Backend) Route(ns, name, _ string) (scheduler.Route, error) {
 	rt, ok := b.routeOf(ns, name)
 	if !ok {
 		return scheduler.Route{}, fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)

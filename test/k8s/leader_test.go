@@ -15,7 +15,7 @@ import (
 
 // Two provider instances on one cluster (an HA install, or one started by
 // mistake): only the Lease holder places; the standby refuses changes
-// (500, naming the leader) but answers reads from its informers; when the
+// (503 with Retry-After, naming the leader) but answers reads from its informers; when the
 // leader dies the standby takes over with the same view and places only
 // where room is left. No GPU is oversubscribed at any point.
 func TestSecondInstanceCannotDoubleAllocate(t *testing.T) {
@@ -49,7 +49,7 @@ func TestSecondInstanceCannotDoubleAllocate(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if codes["leader-a"][http.StatusAccepted] != 8 || codes["leader-b"][http.StatusInternalServerError] != 8 {
+	if codes["leader-a"][http.StatusAccepted] != 8 || codes["leader-b"][http.StatusServiceUnavailable] != 8 {
 		t.Fatalf("answers: %v; want the leader to accept all 8 and the standby to refuse all 8", codes)
 	}
 
@@ -82,8 +82,18 @@ func TestSecondInstanceCannotDoubleAllocate(t *testing.T) {
 	// A restarted first instance is now the standby.
 	a2 := startProvider(t, "leader-a2")
 	time.Sleep(time.Second)
-	if code, body := a2.call(t, http.MethodPost, "/system/functions", fn("late", 10, "1Gi")); code != http.StatusInternalServerError || !strings.Contains(string(body), "leader-b") {
+	if code, body := a2.call(t, http.MethodPost, "/system/functions", fn("late", 10, "1Gi")); code != http.StatusServiceUnavailable || !strings.Contains(string(body), "leader-b") {
 		t.Errorf("restarted instance: %d %s; want a refusal naming leader-b", code, body)
+	}
+	// The refusal says when to try again: the Lease's retry period (200ms
+	// here), in whole seconds.
+	resp, err := a2.http.Post(a2.url+"/system/scale-function/b-after", "application/json", strings.NewReader(`{"serviceName":"b-after","replicas":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("standby's scale: %d with Retry-After %q; want 503 with 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	cleanUp(t, b)
 }
