@@ -61,6 +61,10 @@ type Options struct {
 	// GPU for a while after its Deployment was scaled down. Without it a
 	// booking is released when the Stop is issued.
 	ConfirmStops bool
+	// NoWarm stops a replica taken out of service instead of keeping it
+	// warm, for a backend that cannot yet keep a replica running out of
+	// routing (Kubernetes, until its proxy can leave out single pods).
+	NoWarm bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)

@@ -343,3 +343,28 @@ func TestRenderEnv(t *testing.T) {
 		}
 	}
 }
+
+// A backend that cannot keep warm replicas stops what it scales away.
+func TestNoWarmStopsWhatScalesDown(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{NoWarm: true, ConfirmStops: true})
+	if _, err := c.Deploy(fn("a", 30, 2, 0, 5), t0); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := c.Scale("openfaas-fn", "a", 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kinds(res), []string{"write openfaas-fn/a", "stop openfaas-fn/a a-1"}; !slices.Equal(got, want) {
+		t.Fatalf("scale down effects = %q, want %q", got, want)
+	}
+	if v, _ := c.Function(Key("openfaas-fn", "a")); len(v.Warm) != 0 {
+		t.Fatalf("warm replicas kept: %+v", v.Warm)
+	}
+	if got := len(c.Usage()[0].Replicas); got != 1 {
+		t.Fatalf("%d bookings while the stop is unconfirmed, want 1", got)
+	}
+	c.ReplicaGone("a-1", t0)
+	if got := len(c.Usage()[0].Replicas); got != 0 {
+		t.Fatalf("%d bookings once gone, want 0", got)
+	}
+}

@@ -168,6 +168,10 @@ func (c *Core) retire(fn *function, r *replica, now time.Time, why string, res *
 		c.onUndo(func() { c.replicas[r.id] = r })
 		return
 	}
+	if c.opts.NoWarm {
+		c.stop(r, now, why, res)
+		return
+	}
 	if err := c.alloc.Demote(r.id, now); err == nil {
 		c.onUndo(func() { _ = c.alloc.Promote(r.id) })
 	}
