@@ -144,6 +144,11 @@ func benchScale(b *testing.B, n int) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	}
+	b.Run("gpus-report", func(b *testing.B) {
+		for range b.N {
+			report()
+		}
+	})
 	b.Run("invoke", func(b *testing.B) { quantiles(b, invoke(b)) })
 	b.Run("invoke-while-polling-gpus", func(b *testing.B) {
 		stop := make(chan struct{})
