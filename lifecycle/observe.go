@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
@@ -108,11 +107,12 @@ func (c *Core) SetInventory(inv gpu.Inventory, now time.Time) Result {
 
 // rebook moves every booking onto a fresh allocator for inv and returns
 // those that do not fit any more: draining ones first (their pods run
-// now), then by function age.
+// now), then by function age. The model cache stays the same object (the
+// proxy reads it): each replica is taken out of it and put back with the
+// models it held.
 func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 	held := c.alloc.Placements()
-	nc := cache.New(cache.DefaultOptions)
-	a := scheduler.NewAllocator(inv, nc)
+	a := scheduler.NewAllocator(inv, c.cache)
 	var order []*replica
 	for _, r := range c.replicas {
 		if r.phase == Draining {
@@ -130,6 +130,8 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 		if !ok {
 			continue
 		}
+		models := c.cache.Models(r.id)
+		c.cache.RemoveReplica(r.id, now)
 		if err := a.Restore(r.id, p); err != nil {
 			lost = append(lost, r.id)
 			continue
@@ -137,11 +139,19 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 		if r.phase == Warm {
 			_ = a.Demote(r.id, now)
 		}
+		var own gpu.Request
 		if fn := c.functions[r.fn]; fn != nil {
-			nc.Preload(r.id, fn.plan.Request.Model, modelBytes(fn.plan.Request), now)
+			own = fn.plan.Request
+		}
+		for i := len(models) - 1; i >= 0; i-- { // least recently used first, so the order comes back
+			size := int64(DefaultModelBytes)
+			if models[i] == own.Model {
+				size = modelBytes(own)
+			}
+			c.cache.Preload(r.id, models[i], size, now)
 		}
 	}
-	c.alloc, c.cache = a, nc
+	c.alloc = a
 	return lost
 }
 

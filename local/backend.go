@@ -636,3 +636,18 @@ func newReplicaID(fn string) string {
 func (b *Backend) Query(ctx context.Context, req logs.Request) (<-chan logs.Message, error) {
 	return b.logs.Query(ctx, req)
 }
+
+// SetInventory follows this machine's GPUs when they change (a GPU gone
+// from NVML, a node of an inventory file taken away): the replicas on GPUs
+// that are gone stop and are placed again where they fit.
+func (b *Backend) SetInventory(inv gpu.Inventory) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	now := time.Now()
+	res, _ := b.timed(func() (lifecycle.Result, error) { return b.core.SetInventory(inv, now), nil })
+	b.cfg.Inventory = inv
+	_ = b.applyLocked(res, now)
+}

@@ -31,7 +31,8 @@ type AutoscaleInput struct {
 	Rate        float64
 	LastRequest time.Time
 	Policy      ScalePolicy
-	Replicas    []ReplicaCapacity
+	// Replicas are the live replicas, oldest in service first.
+	Replicas []ReplicaCapacity
 	// Configs are the slices whose profiled latency meets the SLO.
 	Configs       []SliceConfig
 	LastScaleUp   time.Time
@@ -142,13 +143,16 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		}
 		return d
 	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
-		byEff := append([]ReplicaCapacity(nil), in.Replicas...)
+		// Least efficient first; among equals the one put in service last
+		// (Replicas are oldest first), as a scale-down by hand takes the
+		// newest. Not by ID: IDs are random in the provider and numbered in
+		// the simulator, and the choice must not depend on them.
+		byEff := make([]ReplicaCapacity, len(in.Replicas))
+		for i, r := range in.Replicas {
+			byEff[len(byEff)-1-i] = r
+		}
 		sort.SliceStable(byEff, func(i, j int) bool {
-			ei, ej := byEff[i].Config.Efficiency(), byEff[j].Config.Efficiency()
-			if ei != ej {
-				return ei < ej
-			}
-			return byEff[i].ID > byEff[j].ID
+			return byEff[i].Config.Efficiency() < byEff[j].Config.Efficiency()
 		})
 		d := Decision{}
 		left := n

@@ -62,8 +62,24 @@ type fgFn struct {
 }
 
 func (p *faasGPU) start(e *Engine) error {
+	p.setup(e)
+	for i := range e.wl.Functions {
+		// Deployed in the workload's order: one nanosecond apart, so that
+		// the core's oldest-first placement keeps that order.
+		if err := p.deploy(e, i, e.clock().Add(time.Duration(i)), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setup makes the lifecycle core the policy drives.
+func (p *faasGPU) setup(e *Engine) {
 	p.byID = map[string]*replica{}
 	p.byFn = map[string]*fgFn{}
+	// By workload index, as replicas and arrivals name them; nil until
+	// deployed.
+	p.fns = make([]*fgFn, len(e.wl.Functions))
 	e.tickEvery = e.opts.Tick
 	maxBatch := e.opts.MaxBatch
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
@@ -79,25 +95,26 @@ func (p *faasGPU) start(e *Engine) error {
 			return capBatch(plan, spec.GPU.SLO, spec.GPU.SMPercent > 0, maxBatch)
 		},
 	})
-	for i := range e.wl.Functions {
-		wf := &e.wl.Functions[i]
-		spec := scheduler.Function{
-			Deployment: types.FunctionDeployment{Service: wf.Name, Namespace: "openfaas-fn"},
-			GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
-			Scale:      scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration},
-		}
-		f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
-			d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}
-		p.fns = append(p.fns, f)
-		p.byFn[f.key] = f
-		// Deployed in the workload's order: one nanosecond apart, so that
-		// the core's oldest-first placement keeps that order.
-		res, err := p.core.Deploy(spec, e.clock().Add(time.Duration(i)))
-		if err != nil {
-			return fmt.Errorf("function %s: %w", wf.Name, err)
-		}
-		p.apply(e, res, true)
+}
+
+// deploy deploys the workload's function i at at; replicas placed before
+// the run (prewarmed) serve at once.
+func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
+	wf := &e.wl.Functions[i]
+	spec := scheduler.Function{
+		Deployment: types.FunctionDeployment{Service: wf.Name, Namespace: "openfaas-fn"},
+		GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
+		Scale:      scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration},
 	}
+	f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
+		d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}
+	res, err := p.core.Deploy(spec, at)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", wf.Name, err)
+	}
+	p.fns[i] = f
+	p.byFn[f.key] = f
+	p.apply(e, res, prewarmed)
 	return nil
 }
 
@@ -243,6 +260,9 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 
 func (p *faasGPU) tick(e *Engine) {
 	for _, f := range p.fns {
+		if f == nil {
+			continue
+		}
 		l := lifecycle.Load{Requests: f.requests, LastRequest: f.lastRequest}
 		if !e.opts.NoBacklog {
 			l.Backlog = f.backlog()

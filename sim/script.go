@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// Script drives the faas-gpu policy — the provider's lifecycle core and
+// the effects it asks for, carried out on the engine's replicas — one step
+// at a time, the way a backend is driven: functions deployed and removed
+// by name, requests counted (not served), ticks, GPUs lost. No event loop
+// runs, so replicas are placed and started but serve nothing. It is how
+// test/parity plays one scenario through the simulator beside the local
+// and Kubernetes backends.
+type Script struct {
+	e  *Engine
+	p  *faasGPU
+	t0 time.Time
+}
+
+// NewScript prepares wl's functions (none deployed yet; its arrivals are
+// not used) on inv. Times given to the script's steps are measured from t0.
+func NewScript(wl *Workload, inv gpu.Inventory, cat *Catalog, opts Options, t0 time.Time) (*Script, error) {
+	e, err := newEngine("faas-gpu", wl, inv, cat, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &faasGPU{}
+	e.pol = p
+	p.setup(e)
+	return &Script{e: e, p: p, t0: t0}, nil
+}
+
+func (s *Script) at(t time.Time) { s.e.now = max(t.Sub(s.t0), 0) }
+
+func (s *Script) index(name string) (int, error) {
+	for i, f := range s.e.wl.Functions {
+		if f.Name == name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("no function %q in the workload", name)
+}
+
+// Deploy deploys the workload's function name at t.
+func (s *Script) Deploy(name string, t time.Time) error {
+	i, err := s.index(name)
+	if err != nil {
+		return err
+	}
+	s.at(t)
+	return s.p.deploy(s.e, i, s.e.clock(), false)
+}
+
+// Delete removes function name at t.
+func (s *Script) Delete(name string, t time.Time) error {
+	s.at(t)
+	res, err := s.p.core.Delete("openfaas-fn", name, s.e.clock())
+	if err != nil {
+		return err
+	}
+	s.p.apply(s.e, res, false)
+	return nil
+}
+
+// Count counts n requests of function name arriving at t, as the
+// provider's proxy does.
+func (s *Script) Count(name string, n int, t time.Time) {
+	f := s.p.byFn[lifecycle.Key("openfaas-fn", name)]
+	if f == nil || n <= 0 {
+		return
+	}
+	s.at(t)
+	f.requests += uint64(n)
+	f.lastRequest = s.e.clock()
+}
+
+// Tick runs the policy's periodic pass at t.
+func (s *Script) Tick(t time.Time) {
+	s.at(t)
+	s.p.tick(s.e)
+}
+
+// SetInventory tells the core the cluster's GPUs are now inv (a node
+// lost): its replicas there stop and are placed elsewhere.
+func (s *Script) SetInventory(inv gpu.Inventory, t time.Time) {
+	s.at(t)
+	s.p.apply(s.e, s.p.core.SetInventory(inv, s.e.clock()), false)
+}
+
+// Report is what the core holds now, as /system/gpus shows it: every GPU
+// with its replicas, and every function with its counts.
+func (s *Script) Report() scheduler.ClusterReport {
+	rep := scheduler.ClusterReport{}
+	owner := map[string]lifecycle.FunctionView{}
+	for _, v := range s.p.core.Functions() {
+		fr := scheduler.FunctionReport{Name: v.Spec.Name(), Namespace: v.Spec.Namespace(), Model: v.Plan.Request.Model,
+			SMPercent: v.Plan.Base.SMPercent, Batch: max(v.Plan.Base.Batch, 1), Replicas: v.Desired, Idle: len(v.Warm)}
+		for _, r := range v.Live {
+			owner[r.ID] = v
+			if r.Placement == nil {
+				fr.Pending++
+			}
+		}
+		for _, r := range v.Warm {
+			owner[r.ID] = v
+		}
+		rep.Functions = append(rep.Functions, fr)
+	}
+	rep.Nodes = scheduler.NodeReports(s.p.core.Usage(), s.e.cache, func(id string, rr *scheduler.ReplicaReport) {
+		if v, ok := owner[id]; ok {
+			rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
+		}
+	})
+	return rep
+}
