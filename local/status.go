@@ -84,20 +84,40 @@ func (b *Backend) readyLocked(v lifecycle.FunctionView) []*replica {
 }
 
 // GPUReport describes every GPU, what is booked on it, what waits, and
-// each function's slice decision.
+// each function's slice decision. The backend's lock is held only to copy
+// what the report needs; it is built after, so a report of thousands of
+// functions holds up no operation.
 func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	rep := scheduler.ClusterReport{Source: b.cfg.Inventory.Source, Emulated: b.cfg.Inventory.Emulated,
+	inv := b.cfg.Inventory
+	views := b.core.Functions()
+	usage := b.core.Usage()
+	running := make(map[string]*replica, len(b.running))
+	for id, r := range b.running {
+		running[id] = r
+	}
+	b.mu.Unlock()
+
+	rep := scheduler.ClusterReport{Source: inv.Source, Emulated: inv.Emulated,
 		Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{}, Functions: []scheduler.FunctionReport{}, Cache: b.cache.Stats(),
 		Stats: b.stats.Stats()}
-	owner := map[string]lifecycle.FunctionView{}
-	for _, v := range b.core.Functions() {
+	ready := func(v lifecycle.FunctionView) int {
+		n := 0
+		for _, rv := range v.Live {
+			if r := running[rv.ID]; r != nil && r.run != nil && r.run.Ready() {
+				n++
+			}
+		}
+		return n
+	}
+	owner := map[string]*lifecycle.FunctionView{}
+	for i := range views {
+		v := &views[i]
 		fr := scheduler.FunctionReport{
 			Name: v.Spec.Name(), Namespace: v.Spec.Namespace(), Model: v.Plan.Request.Model,
 			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
-			Replicas: v.Desired, Ready: len(b.readyLocked(v)), Idle: len(v.Warm), LastScale: v.LastScale,
+			Replicas: v.Desired, Ready: ready(*v), Idle: len(v.Warm), LastScale: v.LastScale,
 		}
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()
@@ -119,19 +139,19 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 				Function: v.Spec.Name(), Namespace: v.Spec.Namespace(), Up: v.ScaledUp, Down: v.ScaledDown})
 		}
 	}
-	rep.Nodes = scheduler.NodeReports(b.core.Usage(), b.cache, func(id string, rr *scheduler.ReplicaReport) {
+	rep.Nodes = scheduler.NodeReports(usage, b.cache, func(id string, rr *scheduler.ReplicaReport) {
 		v, ok := owner[id]
 		if !ok {
 			return
 		}
 		rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
-		r := b.running[id]
+		r := running[id]
 		rr.Ready = !rr.Idle && r != nil && r.run != nil && r.run.Ready()
 		if r != nil {
 			rr.Emulated = r.emulated
 			if d := r.readyAfter.Load(); d > 0 {
-				s := time.Duration(d).Seconds()
-				rr.ReadyAfterSeconds = &s
+				sec := time.Duration(d).Seconds()
+				rr.ReadyAfterSeconds = &sec
 			}
 		}
 	})
