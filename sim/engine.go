@@ -53,6 +53,10 @@ type Options struct {
 	// follows the rate alone (an ablation: the provider before it measured
 	// its queues).
 	NoBacklog bool
+	// NoWarm stops faas-gpu's replicas as they scale down instead of
+	// keeping them warm (an ablation, and what the Kubernetes backend does
+	// until it can keep a pod out of routing).
+	NoWarm bool
 	// Warmup excludes requests arriving before it from the request
 	// measurements (latency, SLO, throughput, cache): caches fill and
 	// autoscalers settle first. GPU accounting covers the whole run.
