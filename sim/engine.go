@@ -54,8 +54,9 @@ type Options struct {
 	// its queues).
 	NoBacklog bool
 	// NoWarm stops faas-gpu's replicas as they scale down instead of
-	// keeping them warm (an ablation, and what the Kubernetes backend does
-	// until it can keep a pod out of routing).
+	// keeping them warm, as the Kubernetes backend does until it can keep
+	// a pod out of routing. For scripted runs (Script): a replica stopped
+	// while it serves drops what it holds.
 	NoWarm bool
 	// Warmup excludes requests arriving before it from the request
 	// measurements (latency, SLO, throughput, cache): caches fill and
