@@ -56,7 +56,8 @@ var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`
 
 // sampleReporter is a provider with one of everything the collector
 // exports only when there is one: a GPU with a replica, a function with an
-// SLO, a pending replica, a model load and autoscaler actions.
+// SLO, a pending replica, a model load, autoscaler actions and a
+// quarantined state record.
 type sampleReporter struct{}
 
 func (sampleReporter) GPUReport(context.Context) (scheduler.ClusterReport, error) {
@@ -71,6 +72,10 @@ func (sampleReporter) GPUReport(context.Context) (scheduler.ClusterReport, error
 		},
 	}, nil
 }
+
+// QuarantinedRecords makes the collector export the count of unreadable
+// state records, as the local backend does.
+func (sampleReporter) QuarantinedRecords() uint64 { return 1 }
 
 // The vectors NewProxyMetrics registers, by what their children are, so
 // that the test can make each export a series.
