@@ -51,7 +51,9 @@ type Config struct {
 	// NodeLoadFactor is the share of a cold load a load from the node tier
 	// (host memory or local disk) takes.
 	NodeLoadFactor float64
-	Log            *zap.Logger
+	// Templates runs functions from template build folders (template.go); nil: none.
+	Templates *Templates
+	Log       *zap.Logger
 }
 
 // Backend runs functions as local processes or emulated GPU workers. What

@@ -42,6 +42,8 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
 	var run runner
 	switch {
+	case spec.Watchdog != nil:
+		run = newWatchdogRunner(spec, sink, b.log)
 	case spec.Process == "":
 		run, r.emulated = newEmulatedRunner(spec, sink, b.log), true
 	case spec.HTTPMode:
@@ -49,7 +51,7 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	default:
 		run = newClassicRunner(spec, sink, b.log)
 	}
-	if spec.Process != "" {
+	if spec.Process != "" || spec.Watchdog != nil {
 		// A process loads its model when it starts.
 		b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
 	}
@@ -211,12 +213,24 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
 		}
 	}
+	build, wd, err := b.watchdogOf(dep)
+	if err != nil {
+		return ReplicaSpec{}, err
+	}
 	// A local process inherits the provider's environment, less its own
-	// settings; then what every backend gives a replica.
+	// settings; then the image's ENV, and what every backend gives a
+	// replica.
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] {
 			env = append(env, kv)
+		}
+	}
+	process := processOf(dep)
+	if build != nil {
+		env = append(env, build.imageEnv()...)
+		if process == "" {
+			process = build.process()
 		}
 	}
 	for _, e := range lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
@@ -228,10 +242,11 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 		ID:        r.id,
 		Function:  dep.Service,
 		Namespace: dep.Namespace,
-		Process:   processOf(dep),
+		Process:   process,
 		HTTPMode:  dep.EnvVars["mode"] == "http",
 		Env:       env,
 		WorkDir:   dir,
+		Watchdog:  wd,
 		Emulation: Emulation{
 			Latency:  b.cfg.Emulation.Latency,
 			LoadTime: b.cfg.Emulation.LoadTime,
