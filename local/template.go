@@ -194,7 +194,7 @@ func (t *Templates) step(ctx context.Context, ns, fn string, b buildFolder, step
 	dir := filepath.Join(t.depsDir, ns, fn, step.kind+"-"+sum)
 	t.mu.Lock()
 	in, ok := t.installs[dir]
-	if !ok || in.err != nil && isDone(in.done) {
+	if !ok || isDone(in.done) && in.err != nil {
 		// A failed install is tried again by the next replica: the user
 		// may have installed the missing tool meanwhile.
 		in = &install{done: make(chan struct{})}
@@ -440,16 +440,22 @@ func (b buildFolder) checkProcess(process string) error {
 		return check(argv[0])
 	}
 	for _, a := range argv[1:] {
+		if a == "-m" || a == "-c" || a == "-e" {
+			return nil // a module or inline code follows, not a file
+		}
 		if strings.HasPrefix(a, "-") {
 			continue
 		}
-		if filepath.Ext(a) != "" {
+		if scriptExts[filepath.Ext(a)] {
 			return check(a)
 		}
 		break
 	}
 	return nil
 }
+
+// scriptExts are the files an interpreter in fprocess runs.
+var scriptExts = map[string]bool{".py": true, ".js": true, ".mjs": true, ".cjs": true, ".sh": true, ".rb": true, ".pl": true, ".php": true}
 
 // readyPathAnnotation is OpenFaaS's readiness path annotation.
 const readyPathAnnotation = "com.openfaas.ready.http.path"
