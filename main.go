@@ -128,6 +128,7 @@ type serveOptions struct {
 	headroom         float64
 	coolDown         time.Duration
 	stateDir         string
+	buildDir         string
 	inventory        string
 	nodeName         string
 	mpsPipeDir       string
@@ -160,6 +161,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "run on Kubernetes with this kubeconfig (also $KUBECONFIG; in a pod the in-cluster account); otherwise local mode")
 	o.k8s = k8s.AddFlags(fs)
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "folder where functions, secrets and placements are kept across restarts")
+	fs.StringVar(&o.buildDir, "build-dir", "build", "folder of template build folders, build/<function> as `faas-cli build --shrinkwrap` writes them (local mode)")
 	fs.StringVar(&o.inventory, "inventory", "", "GPU inventory YAML (docs/inventory.md); empty: NVML when present, else a built-in server with two emulated V100s")
 	fs.StringVar(&o.nodeName, "node-name", host, "node name of this machine's GPUs")
 	fs.StringVar(&o.mpsPipeDir, "mps-pipe-dir", "/tmp/nvidia-mps", "CUDA_MPS_PIPE_DIRECTORY given to replicas")
@@ -610,7 +612,12 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 	if err != nil {
 		return nil, "", err
 	}
+	templates, err := local.NewTemplates(local.TemplatesConfig{BuildRoot: o.buildDir, StateDir: o.stateDir, Log: log.Named("templates")})
+	if err != nil {
+		return nil, "", err
+	}
 	b, err := local.New(local.Config{
+		Templates:  templates,
 		StateDir:   o.stateDir,
 		Inventory:  inv,
 		MPSPipeDir: o.mpsPipeDir,

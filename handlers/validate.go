@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -38,6 +40,9 @@ func validateDeployment(dep types.FunctionDeployment) (scheduler.Function, error
 			return scheduler.Function{}, badRequest("envVars."+k, "not a valid variable name: %s", strings.Join(errs, "; "))
 		}
 	}
+	if err := validateWatchdogEnv(dep.EnvVars); err != nil {
+		return scheduler.Function{}, err
+	}
 	for _, s := range dep.Secrets {
 		if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
 			return scheduler.Function{}, badRequest("secrets", "%q is not a valid secret name: %s", s, strings.Join(errs, "; "))
@@ -73,6 +78,27 @@ func validateDeployment(dep types.FunctionDeployment) (scheduler.Function, error
 		return scheduler.Function{}, err
 	}
 	return scheduler.Function{Deployment: dep, GPU: req, Scale: scale}, nil
+}
+
+// validateWatchdogEnv checks the watchdog settings that must be numbers,
+// as of-watchdog would refuse them at start: exec_timeout is whole
+// seconds or a Go duration, max_inflight a whole number.
+func validateWatchdogEnv(env map[string]string) error {
+	if v, ok := env["exec_timeout"]; ok && v != "" {
+		if n, err := strconv.Atoi(v); err != nil {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return badRequest("envVars.exec_timeout", "%q is not seconds or a duration such as 30s", v)
+			}
+		} else if n < 0 {
+			return badRequest("envVars.exec_timeout", "%q is negative", v)
+		}
+	}
+	if v, ok := env["max_inflight"]; ok && v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			return badRequest("envVars.max_inflight", "%q is not a whole number of requests", v)
+		}
+	}
+	return nil
 }
 
 func mapOf(m *map[string]string) map[string]string {

@@ -54,7 +54,9 @@ type Config struct {
 	// Load is what the proxy counts of each function, for the autoscaler;
 	// nil: nothing is counted (a backend without a proxy).
 	Load LoadSource
-	Log  *zap.Logger
+	// Templates runs functions from template build folders (template.go); nil: none.
+	Templates *Templates
+	Log       *zap.Logger
 }
 
 // Backend runs functions as local processes or emulated GPU workers. What

@@ -42,6 +42,8 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
 	var run runner
 	switch {
+	case spec.Watchdog != nil:
+		run = newWatchdogRunner(spec, sink, b.log)
 	case spec.Process == "":
 		run, r.emulated = newEmulatedRunner(spec, sink, b.log), true
 	case spec.HTTPMode:
@@ -49,7 +51,7 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	default:
 		run = newClassicRunner(spec, sink, b.log)
 	}
-	if spec.Process != "" {
+	if spec.Process != "" || spec.Watchdog != nil {
 		// A process loads its model when it starts.
 		b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
 	}
@@ -197,39 +199,46 @@ var providerEnv = map[string]bool{"port": true, "basic_auth": true, "secret_moun
 
 func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.Placement) (ReplicaSpec, error) {
 	dep := v.Spec.Deployment
+	build, wd, err := b.watchdogOf(dep)
+	if err != nil {
+		return ReplicaSpec{}, err
+	}
+	process := processOf(dep)
+	if build != nil && process == "" {
+		process = build.process()
+	}
 	dir := b.state.replicaDir(r.id)
 	secretsDir := filepath.Join(dir, "secrets")
-	process := processOf(dep)
 	// An emulated worker runs no program: it needs no work dir and reads no
 	// secret, and making them was most of a deploy's time (two mkdirs and
 	// their fsyncs per replica).
 	if process == "" {
 		dir, secretsDir = "", ""
-	}
-	if process != "" {
+	} else {
 		if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 			return ReplicaSpec{}, fmt.Errorf("replica dir: %w", err)
 		}
-	}
-	for _, s := range dep.Secrets {
-		if process == "" {
-			break
-		}
-		val, err := b.state.readSecret(dep.Namespace, s)
-		if err != nil {
-			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
-		}
-		if err := os.WriteFile(filepath.Join(secretsDir, s), val, 0o600); err != nil {
-			return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
+		for _, s := range dep.Secrets {
+			val, err := b.state.readSecret(dep.Namespace, s)
+			if err != nil {
+				return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
+			}
+			if err := os.WriteFile(filepath.Join(secretsDir, s), val, 0o600); err != nil {
+				return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
+			}
 		}
 	}
 	// A local process inherits the provider's environment, less its own
-	// settings; then what every backend gives a replica.
+	// settings; then the image's ENV, and what every backend gives a
+	// replica.
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] {
 			env = append(env, kv)
 		}
+	}
+	if build != nil {
+		env = append(env, build.imageEnv()...)
 	}
 	for _, e := range lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
 		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}) {
@@ -246,6 +255,7 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 		HTTPMode:  dep.EnvVars["mode"] == "http",
 		Env:       env,
 		WorkDir:   dir,
+		Watchdog:  wd,
 		Emulation: Emulation{
 			Latency:  b.cfg.Emulation.Latency,
 			LoadTime: b.cfg.Emulation.LoadTime,

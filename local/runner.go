@@ -25,6 +25,10 @@ type ReplicaSpec struct {
 	// run in it.
 	WorkDir   string
 	Emulation Emulation
+	// Watchdog, when set, runs the replica behind the provider's own
+	// of-watchdog: a template's build folder, or a function whose env has
+	// watchdog settings.
+	Watchdog *Watchdog
 }
 
 // Emulation is how an emulated replica behaves.

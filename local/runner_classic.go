@@ -37,6 +37,12 @@ type classicRunner struct {
 	srv  loopbackServer
 	path string
 	args []string
+	// stream is of-watchdog's streaming mode: stdout goes out as it comes,
+	// so a failure after the first byte cannot change the status.
+	stream bool
+	// contentType is the watchdog's content_type: the answer's type, in
+	// place of the request's.
+	contentType string
 	// requests counts the handlers still running, so that Stop returns
 	// only once every request's process group has been killed; stopping,
 	// under mu, keeps a handler that starts late from adding to it while
@@ -109,6 +115,17 @@ func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
 	stderr := &lineWriter{emit: func(line string) { r.sink(r.spec.ID, line) }, keep: maxStderrReply}
 	cmd.Stdout = &stdout
 	cmd.Stderr = stderr
+	ct := r.contentType
+	if ct == "" {
+		ct = req.Header.Get("Content-Type")
+	}
+	if ct == "" {
+		ct = "text/plain"
+	}
+	if r.stream {
+		w.Header().Set("Content-Type", ct)
+		cmd.Stdout = &streamWriter{w: w}
+	}
 
 	err := cmd.Run()
 	// The request is over: whatever it left running in its group (a
@@ -119,6 +136,12 @@ func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
 	if ctx.Err() != nil {
 		return // the caller is gone, or the replica is stopping
 	}
+	if sw, ok := cmd.Stdout.(*streamWriter); ok && sw.wrote {
+		if err != nil {
+			r.log.Debug("function process failed after streaming its answer", zap.String("replica", r.spec.ID), zap.Error(err))
+		}
+		return
+	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.Kept())
 		if msg == "" {
@@ -128,13 +151,25 @@ func (r *classicRunner) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, msg, http.StatusInternalServerError)
 		return
 	}
-	ct := req.Header.Get("Content-Type")
-	if ct == "" {
-		ct = "text/plain"
-	}
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(stdout.Bytes())
+}
+
+// streamWriter sends a streaming function's stdout to the caller as it
+// comes.
+type streamWriter struct {
+	w     http.ResponseWriter
+	wrote bool
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	s.wrote = true
+	n, err := s.w.Write(p)
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return n, err
 }
 
 // cgiEnv is the request as the classic watchdog exposes it to the process.
@@ -186,11 +221,36 @@ func resolveProcess(spec ReplicaSpec) (string, []string, error) {
 		}
 		name = abs
 	}
-	path, err := exec.LookPath(name)
+	path, err := lookPath(name, envValue(spec.Env, "PATH"))
 	if err != nil {
+		if pkg, ok := programPackages[filepath.Base(name)]; ok {
+			return "", nil, fmt.Errorf("find %q: %w (Debian/Ubuntu: apt-get install %s)", argv[0], err, pkg)
+		}
 		return "", nil, fmt.Errorf("find %q: %w", argv[0], err)
 	}
 	return path, argv[1:], nil
+}
+
+// programPackages name the Debian packages of the programs templates run.
+var programPackages = map[string]string{"python": "python3 python3-venv", "python3": "python3", "node": "nodejs", "npm": "npm"}
+
+// lookPath finds name on the replica's PATH (pathEnv), which is what the
+// process will search (a virtual environment's bin first), or the
+// provider's when the replica has none.
+func lookPath(name, pathEnv string) (string, error) {
+	if pathEnv == "" || strings.ContainsRune(name, filepath.Separator) {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s not on PATH", exec.ErrNotFound, name)
 }
 
 // lineWriter turns a process's output stream into log lines, and keeps the

@@ -40,6 +40,21 @@ type processRunner struct {
 	stopGrace      time.Duration // SIGTERM to SIGKILL
 	readerGrace    time.Duration // how long log pipes may outlive the child
 
+	// fixedPort, when set, is the template's own upstream port, in place
+	// of one picked here; startIn and dial then reach the replica's network
+	// namespace (nil: the provider's).
+	fixedPort int
+	startIn   func(func() error) error
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	// prefixLogs is the watchdog's prefix_logs: lines say stdout or stderr.
+	prefixLogs bool
+	// probePath is what readiness asks for ("/" by default); with
+	// probeStrict only a 2xx answer is ready, else any answer but a
+	// server error is (a template need not serve a health path: its
+	// 404 still proves the server up).
+	probePath   string
+	probeStrict bool
+
 	path   string
 	args   []string
 	port   int
@@ -81,6 +96,7 @@ func newProcessRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
 		probeTimeout:   time.Second,
 		stopGrace:      5 * time.Second,
 		readerGrace:    time.Second,
+		probePath:      "/",
 		stopCh:         make(chan struct{}),
 		done:           make(chan struct{}),
 	}
@@ -91,9 +107,11 @@ func (r *processRunner) Start() error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", r.spec.ID, err)
 	}
-	port, err := freeLoopbackPort()
-	if err != nil {
-		return fmt.Errorf("start %s: %w", r.spec.ID, err)
+	port := r.fixedPort
+	if port == 0 {
+		if port, err = freeLoopbackPort(); err != nil {
+			return fmt.Errorf("start %s: %w", r.spec.ID, err)
+		}
 	}
 	r.mu.Lock()
 	if r.started {
@@ -105,7 +123,7 @@ func (r *processRunner) Start() error {
 	r.url = "http://127.0.0.1:" + strconv.Itoa(port)
 	// Keep-alives off: the probe must not hold connections to a child that
 	// is about to be replaced.
-	r.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	r.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: r.dial}}
 	r.mu.Unlock()
 
 	// The first start is synchronous so that a process that cannot even be
@@ -212,7 +230,11 @@ func (r *processRunner) spawn() (*childRun, error) {
 		closeAll(outR, outW, errR, errW)
 		return nil, errStopped
 	}
-	err = cmd.Start()
+	if r.startIn != nil {
+		err = r.startIn(cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
 	if err == nil {
 		run.began = time.Now()
 		r.child = run
@@ -233,16 +255,20 @@ func (r *processRunner) spawn() (*childRun, error) {
 		zap.String("url", r.url))
 
 	run.readers.Add(2)
-	go r.pump(outR, &run.readers)
-	go r.pump(errR, &run.readers)
+	go r.pump(outR, "stdout", &run.readers)
+	go r.pump(errR, "stderr", &run.readers)
 	run.poller.Add(1)
 	go r.watchReady(run)
 	return run, nil
 }
 
-func (r *processRunner) pump(f *os.File, wg *sync.WaitGroup) {
+func (r *processRunner) pump(f *os.File, stream string, wg *sync.WaitGroup) {
 	defer wg.Done()
-	w := &lineWriter{emit: func(line string) { r.sink(r.spec.ID, line) }}
+	prefix := ""
+	if r.prefixLogs {
+		prefix = stream + ": "
+	}
+	w := &lineWriter{emit: func(line string) { r.sink(r.spec.ID, prefix+line) }}
 	_, _ = io.Copy(w, f)
 	w.Flush()
 	_ = f.Close()
@@ -291,7 +317,7 @@ func (r *processRunner) probe(run context.Context) bool {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+r.probePath, nil)
 	if err != nil {
 		return false
 	}
@@ -301,7 +327,10 @@ func (r *processRunner) probe(run context.Context) bool {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	return true
+	if r.probeStrict {
+		return resp.StatusCode >= 200 && resp.StatusCode < 300
+	}
+	return r.probePath == "/" || resp.StatusCode < 500
 }
 
 // supervise waits for each run to end and restarts the process with

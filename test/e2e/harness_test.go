@@ -133,11 +133,23 @@ type provider struct {
 	Client *sdk.Client
 	Rec    *statusRecorder
 	HTTP   *http.Client
+	opts   providerOpts // kept for restart
+}
+
+// providerOpts are what some tests change about the provider process.
+type providerOpts struct {
+	Dir string   // its working folder; "" the test's
+	Env []string // added to its environment
 }
 
 // startProvider runs faas-gpu serve on stateDir and port (0: a free one)
 // and waits until /healthz answers.
 func startProvider(t *testing.T, c creds, stateDir string, port int) *provider {
+	t.Helper()
+	return startProviderWith(t, c, stateDir, port, providerOpts{})
+}
+
+func startProviderWith(t *testing.T, c creds, stateDir string, port int, opts providerOpts) *provider {
 	t.Helper()
 	bin := providerBin.get(t)
 	if port == 0 {
@@ -155,7 +167,10 @@ func startProvider(t *testing.T, c creds, stateDir string, port int) *provider {
 		"read_timeout=60s",
 		"write_timeout=60s",
 	)
+	cmd.Env = append(cmd.Env, opts.Env...)
+	cmd.Dir = opts.Dir
 	p := &provider{
+		opts:     opts,
 		proc:     startProc(t, "faas-gpu serve on port "+strconv.Itoa(port), cmd),
 		Port:     port,
 		URL:      "http://127.0.0.1:" + strconv.Itoa(port),
@@ -183,7 +198,7 @@ func (p *provider) restart(t *testing.T) *provider {
 	if p.running() {
 		p.kill(t, syscall.SIGTERM)
 	}
-	return startProvider(t, p.Creds, p.StateDir, p.Port)
+	return startProviderWith(t, p.Creds, p.StateDir, p.Port, p.opts)
 }
 
 // logEntries are the provider's JSON log lines whose msg is msg.
