@@ -1,8 +1,11 @@
 package lifecycle
 
 import (
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // Restored is one function of Restore that could not come back as
@@ -104,4 +107,22 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 	}
 	res.Effects = dedupeWrites(res.Effects)
 	return res, report
+}
+
+// RestoreDraining books id on p as a replica already stopped whose
+// process may still use the GPU (on Kubernetes: pods of a Deployment
+// scaled down or deleted, seen at a restart, or pods a write that was
+// undone may have started). function may be one the core does not know.
+// The booking is released by ReplicaGone, like any drained replica's.
+func (c *Core) RestoreDraining(id, function string, p scheduler.Placement, cfg scheduler.SliceConfig) error {
+	c.begin()
+	defer c.begin()
+	if _, taken := c.replicas[id]; taken {
+		return fmt.Errorf("replica %s: %w", id, errExist)
+	}
+	if err := c.alloc.Restore(id, p); err != nil {
+		return fmt.Errorf("draining replica %s: %w", id, err)
+	}
+	c.replicas[id] = &replica{id: id, fn: function, config: cfg, phase: Draining, placement: &p}
+	return nil
 }
