@@ -54,3 +54,36 @@ func TestRestoreDrainingHoldsUntilGone(t *testing.T) {
 		t.Fatal("a gone draining replica is still known")
 	}
 }
+
+// A node that comes back with replicas still running on it (its pods
+// outlived its loss) has their shares booked before pending replicas are
+// placed, so none is placed on a share still in use.
+func TestSetInventoryHoldingBooksBeforePlacing(t *testing.T) {
+	two := inventory(2, 1)
+	one := gpu.Inventory{Source: "test", Nodes: two.Nodes[:1]}
+	back := scheduler.Placement{Node: "n1", GPUs: []string{"GPU-1-0"}, Slice: gpu.Slice{SMPercent: 60, MemoryBytes: 2 << 30}}
+	cfg := scheduler.SliceConfig{SMPercent: 60, Batch: 1}
+	tests := []struct {
+		name   string
+		held   []Held
+		booked []string
+		want   []string // effects of the inventory change
+	}{
+		{"nothing held: the pending replica goes to the node back", nil, nil,
+			[]string{"start openfaas-fn/a a-2", "write openfaas-fn/a"}},
+		{"the node's share still held: the pending replica waits", []Held{{ID: "stray-1", Function: "openfaas-fn/a", Placement: back, Config: cfg}}, []string{"stray-1"},
+			nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(one, nil, Options{ConfirmStops: true})
+			if _, err := c.Deploy(fn("a", 60, 2, 2, 2), t0); err != nil { // one placed, one pending
+				t.Fatal(err)
+			}
+			res, booked := c.SetInventoryHolding(two, tt.held, t0.Add(time.Second))
+			if got := kinds(res); !slices.Equal(got, tt.want) || !slices.Equal(booked, tt.booked) {
+				t.Fatalf("effects %q, booked %q; want %q, %q", got, booked, tt.want, tt.booked)
+			}
+		})
+	}
+}

@@ -117,12 +117,17 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 func (c *Core) RestoreDraining(id, function string, p scheduler.Placement, cfg scheduler.SliceConfig) error {
 	c.begin()
 	defer c.begin()
-	if _, taken := c.replicas[id]; taken {
-		return fmt.Errorf("replica %s: %w", id, errExist)
+	return c.restoreDraining(Held{ID: id, Function: function, Placement: p, Config: cfg})
+}
+
+func (c *Core) restoreDraining(d Held) error {
+	if _, taken := c.replicas[d.ID]; taken {
+		return fmt.Errorf("replica %s: %w", d.ID, errExist)
 	}
-	if err := c.alloc.Restore(id, p); err != nil {
-		return fmt.Errorf("draining replica %s: %w", id, err)
+	if err := c.alloc.Restore(d.ID, d.Placement); err != nil {
+		return fmt.Errorf("draining replica %s: %w", d.ID, err)
 	}
-	c.replicas[id] = &replica{id: id, fn: function, config: cfg, phase: Draining, placement: &p}
+	p := d.Placement
+	c.replicas[d.ID] = &replica{id: d.ID, fn: d.Function, config: d.Config, phase: Draining, placement: &p}
 	return nil
 }
