@@ -77,9 +77,11 @@ type Backend struct {
 	// leadership takes it exclusively, so no write is in flight once an
 	// instance has stopped leading.
 	gate sync.RWMutex
-	// txLocks: one change of a function at a time, so the rollback of a
-	// change that could not be written puts back what it saw.
-	txLocks keyedMutex
+	// txMu is held by every operation on the core from the operation until
+	// its record is written or refused, and by the control loop's passes:
+	// the operation an undo (txn.go) takes back is then the core's last.
+	// Taken before mu.
+	txMu sync.Mutex
 
 	mu      sync.Mutex
 	st      *state // the leader's decisions; nil on a standby
@@ -91,10 +93,15 @@ type Backend struct {
 	// written are Deployments this instance wrote that the informer may not
 	// show yet, so a sync right after a write still finds them.
 	written map[string]map[string]bool
-	// deployWrites counts, per function, the Deployments created or
-	// updated: a change none followed cannot have pods running its
-	// bookings, so undoing it frees them at once (txn.go).
-	deployWrites map[string]uint64
+	// writeSeq counts the Deployments created or updated; lastWrite is
+	// the count at each one's last write (key: namespace/name). A change
+	// undone after one of its Deployments was written may have pods
+	// running its bookings (txn.go).
+	writeSeq  uint64
+	lastWrite map[string]uint64
+	// held are the functions an open change placed besides its own: not
+	// written until that change is written or undone.
+	held map[string]bool
 	// reservations this instance created or saw, and since when each has
 	// been unused (zero: in use).
 	resv     map[string]time.Time
@@ -270,14 +277,4 @@ func (b *Backend) listerObjects(now time.Time) clusterObjects {
 		objs.pods = append(objs.pods, pods...)
 	})
 	return objs
-}
-
-// keyedMutex serialises the changes of one function.
-type keyedMutex struct{ m sync.Map }
-
-func (k *keyedMutex) lock(key string) func() {
-	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
 }

@@ -3,10 +3,12 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	"go.uber.org/zap"
@@ -21,69 +23,57 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	if err := b.checkSpec(ctx, spec); err != nil {
 		return err
 	}
-	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) error {
-		pl, err := st.check(spec)
-		if err != nil {
-			return err
+	k := fnKey(spec.Namespace(), spec.Name())
+	return b.change(ctx, k, func(st *state, now time.Time) (lifecycle.Result, error) {
+		res, err := st.core.Deploy(spec, now)
+		if err == nil {
+			if v, ok := st.core.Function(k); ok {
+				b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", v.Plan.Decision))
+			}
 		}
-		if err := st.deploy(spec, pl, now); err != nil {
-			return err
-		}
-		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", pl.Decision))
-		return nil
+		return res, err
 	})
 }
 
-// Update replaces a function's spec; see state.update for how its
-// replicas move without oversubscribing a GPU.
+// Update replaces a function's spec: every replica drains and is placed
+// afresh (lifecycle.Core.Update), so old and new never share a GPU beyond
+// it.
 func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	if err := b.checkSpec(ctx, spec); err != nil {
 		return err
 	}
-	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) error {
-		if _, ok := st.functions[fnKey(spec.Namespace(), spec.Name())]; !ok {
-			return notFound(spec.Namespace(), spec.Name())
-		}
-		pl, err := st.check(spec)
-		if err != nil {
-			return err
-		}
-		return st.update(spec, pl, now)
+	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) (lifecycle.Result, error) {
+		return st.core.Update(spec, now)
 	})
 }
 
 // Delete removes a function and all its objects; its GPU shares and
 // reservations are freed as its pods stop.
 func (b *Backend) Delete(ctx context.Context, ns, name string) error {
-	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error { return st.remove(ns, name) })
+	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) (lifecycle.Result, error) {
+		return st.core.Delete(ns, name, now)
+	})
 }
 
 // Scale sets the desired replica count, inside the function's bounds.
 func (b *Backend) Scale(ctx context.Context, ns, name string, replicas int) error {
-	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) error {
-		fn, ok := st.functions[fnKey(ns, name)]
-		if !ok {
-			return notFound(ns, name)
-		}
-		if replicas > fn.desired {
-			fn.busySince = now // a scale-up is demand
-		}
-		set, err := st.scale(ns, name, replicas, now)
+	return b.change(ctx, fnKey(ns, name), func(st *state, now time.Time) (lifecycle.Result, error) {
+		res, set, err := st.core.Scale(ns, name, replicas, now)
 		if err == nil && set != replicas {
 			b.log.Info("replica count clamped to the function's scale bounds", zap.String("function", name), zap.Int("asked", replicas), zap.Int("set", set))
 		}
-		return err
+		return res, err
 	})
 }
 
-// change applies f to the leader's state, places what is pending, and
-// waits until the writer has written function k, so the caller sees its
-// objects; other functions placed meanwhile are queued too. A change that
-// cannot be written is undone (txn.go) and answers the write's error, so a
-// retry starts from where the function was.
-func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time) error) error {
-	unlock := b.txLocks.lock(k)
-	defer unlock()
+// change runs one core operation on the leader's state and waits until
+// the writer has written function k, so the caller sees its objects. A
+// change that cannot be written is undone (txn.go) and answers the write's
+// error, so a retry starts from where the function was. Other functions
+// the operation placed are queued for writing once k's write is answered.
+func (b *Backend) change(ctx context.Context, k string, op func(*state, time.Time) (lifecycle.Result, error)) error {
+	b.txMu.Lock()
+	defer b.txMu.Unlock()
 	now := time.Now()
 	b.mu.Lock()
 	st, w := b.st, b.w
@@ -91,36 +81,44 @@ func (b *Backend) change(ctx context.Context, k string, f func(*state, time.Time
 		b.mu.Unlock()
 		return b.standbyError()
 	}
-	before, writes := st.snapshot(k), b.deployWrites[k]
-	if err := f(st, now); err != nil {
+	began := time.Now()
+	res, err := op(st, now)
+	if err != nil {
 		b.mu.Unlock()
 		return err
 	}
-	for other := range st.placePending(now) {
-		if other != k {
-			w.add(other)
-		}
+	seq := b.writeSeq
+	others := st.apply(res, time.Since(began), now)
+	delete(others, k)
+	if b.held == nil {
+		b.held = map[string]bool{}
+	}
+	for o := range others {
+		b.held[o] = true
 	}
 	b.mu.Unlock()
-	err := w.write(ctx, k)
-	if err == nil {
-		return nil
-	}
+	err = w.write(ctx, k)
 	b.mu.Lock()
+	for o := range others {
+		delete(b.held, o)
+	}
 	if b.st == st {
-		mayRun := func(ns, group string) bool {
-			return b.deployWrites[k] != writes && b.deploymentMayExistLocked(ns, group)
+		if err != nil {
+			st.abort(res, func(ns, group string) bool { return b.lastWrite[fnKey(ns, group)] > seq })
+			b.log.Warn("a change could not be written; undone", zap.String("function", k), zap.Error(err))
+			// Written again as it was, so nothing of the change stays in the
+			// cluster: not what a failed write did before failing, nor a write
+			// still under way when the caller gave up waiting.
+			w.add(k)
 		}
-		st.rollback(before, mayRun, time.Now())
-		b.log.Warn("a change could not be written; undone", zap.String("function", k), zap.Error(err))
-		// Written again as it was, so nothing of the change stays in the
-		// cluster: not what a failed write did before failing, nor a write
-		// still under way when the caller gave up waiting.
-		w.add(k)
+		b.enqueueLocked(sortedKeys(others)...)
 	}
 	b.mu.Unlock()
-	b.kick() // room freed by the rollback may place another function
-	return fmt.Errorf("function %s not changed: %w", k, err)
+	if err != nil {
+		b.kick() // room freed by the undo may place another function
+		return fmt.Errorf("function %s not changed: %w", k, err)
+	}
+	return nil
 }
 
 // checkSpec rejects a function whose namespace is not OpenFaaS's or whose
@@ -178,9 +176,15 @@ func (b *Backend) read(f func(st *state)) {
 	defer b.viewMu.Unlock()
 	now := time.Now()
 	if b.view == nil || now.Sub(b.viewTime) > time.Second {
-		b.view, b.viewTime = restoreState(b.listerObjects(now), b.cfg.Profiles, now, zap.NewNop()), now
+		b.view, _ = restoreState(b.listerObjects(now), b.coreOptions(), now, zap.NewNop())
+		b.viewTime = now
 	}
 	f(b.view)
+}
+
+// coreOptions are the lifecycle core's settings for this backend.
+func (b *Backend) coreOptions() lifecycle.Options {
+	return coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
 }
 
 // List returns the functions of a namespace.
@@ -190,9 +194,9 @@ func (b *Backend) List(ctx context.Context, ns string) ([]types.FunctionStatus, 
 	}
 	var out []types.FunctionStatus
 	b.read(func(st *state) {
-		for _, fn := range st.sortedFunctions() {
-			if fn.spec.Namespace() == ns {
-				out = append(out, b.status(fn))
+		for _, v := range st.core.Functions() {
+			if v.Spec.Namespace() == ns {
+				out = append(out, b.status(v))
 			}
 		}
 	})
@@ -204,8 +208,8 @@ func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionSt
 	var st types.FunctionStatus
 	found := false
 	b.read(func(s *state) {
-		if fn, ok := s.functions[fnKey(ns, name)]; ok {
-			st, found = b.status(fn), true
+		if v, ok := s.core.Function(fnKey(ns, name)); ok {
+			st, found = b.status(v), true
 		}
 	})
 	if !found {
@@ -214,10 +218,10 @@ func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionSt
 	return st, nil
 }
 
-// status is the OpenFaaS view of fn: replicas desired, and available the
-// function's pods that are Ready.
-func (b *Backend) status(fn *function) types.FunctionStatus {
-	dep := fn.spec.Deployment
+// status is the OpenFaaS view of function v: replicas desired, and
+// available the function's pods that are Ready.
+func (b *Backend) status(v lifecycle.FunctionView) types.FunctionStatus {
+	dep := v.Spec.Deployment
 	ready := 0
 	for _, p := range b.functionPods(dep.Namespace, dep.Service) {
 		if podReady(p) {
@@ -228,6 +232,10 @@ func (b *Backend) status(fn *function) types.FunctionStatus {
 		Name: dep.Service, Image: dep.Image, Namespace: dep.Namespace, EnvProcess: dep.EnvProcess, EnvVars: dep.EnvVars,
 		Constraints: dep.Constraints, Secrets: dep.Secrets, Labels: dep.Labels, Annotations: dep.Annotations,
 		Limits: dep.Limits, Requests: dep.Requests, ReadOnlyRootFilesystem: dep.ReadOnlyRootFilesystem,
-		Replicas: uint64(fn.desired), AvailableReplicas: uint64(ready), CreatedAt: fn.createdAt,
+		Replicas: uint64(v.Desired), AvailableReplicas: uint64(ready), CreatedAt: v.CreatedAt,
 	}
+}
+
+func notFound(ns, name string) error {
+	return fmt.Errorf("function %s.%s: %w", name, ns, fs.ErrNotExist)
 }

@@ -33,16 +33,15 @@ func replicaIDs(rep scheduler.ClusterReport) string {
 // record and Deployments.
 func clusterOf(t *testing.T, st *state) clusterObjects {
 	t.Helper()
-	objs := clusterObjects{inventory: st.inv}
-	for _, k := range sortedKeys(st.functions) {
-		fn := st.functions[k]
-		rec, err := renderRecord(fn.spec, fn.desired, 8080)
+	objs := clusterObjects{inventory: st.core.Inventory()}
+	for _, v := range st.core.Functions() {
+		rec, err := renderRecord(v.Spec, v.Desired, 8080)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec.CreationTimestamp.Time = fn.createdAt
+		rec.CreationTimestamp.Time = v.CreatedAt
 		objs.records = append(objs.records, rec)
-		for _, g := range st.groupSpecs(k) {
+		for _, g := range st.groupSpecs(v.Key) {
 			objs.deployments = append(objs.deployments, renderDeployment(g, renderOptions{}))
 		}
 	}
@@ -55,16 +54,11 @@ func clusterOf(t *testing.T, st *state) clusterObjects {
 // afresh every second) all show the same IDs.
 func TestReplicaIDsSurviveRebuilds(t *testing.T) {
 	now := time.Now()
-	leader := newState(cluster2x2(), nil, nil)
+	leader := testState(cluster2x2())
 	mustDeploy(t, leader, spec("f", 50, nil), now)
-	if _, err := leader.scale("ns", "f", 3, now); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(t, leader, "f", 3, now)
 	mustDeploy(t, leader, spec("big", 100, nil), now)
-	if _, err := leader.scale("ns", "big", 4, now); err != nil { // 2 GPUs left for 4: 2 pending
-		t.Fatal(err)
-	}
-	leader.placePending(now)
+	mustScale(t, leader, "big", 4, now) // 2 GPUs left for 4: 2 pending
 	objs := clusterOf(t, leader)
 
 	// Pods of f's group of two: one ready, one starting; none yet elsewhere.
@@ -94,7 +88,7 @@ func TestReplicaIDsSurviveRebuilds(t *testing.T) {
 		t.Fatalf("pending replicas are not numbered:\n%s", want)
 	}
 	for i := range 2 {
-		rebuilt := restoreState(objs, nil, now, nil)
+		rebuilt, _ := restoreState(objs, coreOptions(nil, scheduler.AutoscaleOptions{}), now, nil)
 		if got := replicaIDs(b.report(rebuilt)); got != want {
 			t.Fatalf("rebuild %d shows other IDs:\n%s\n--- the leader's ---\n%s", i+1, got, want)
 		}

@@ -93,12 +93,3 @@ func sameInventory(a, b gpu.Inventory) bool {
 	}
 	return true
 }
-
-// nodesOf lists the node names of an inventory.
-func nodesOf(inv gpu.Inventory) map[string]bool {
-	out := map[string]bool{}
-	for _, n := range inv.Nodes {
-		out[n.Name] = true
-	}
-	return out
-}

@@ -77,7 +77,7 @@ func TestInventoryFromNodes(t *testing.T) {
 
 func TestGFDDevicesAreNamedByIndex(t *testing.T) {
 	inv, _ := inventoryFromNodes([]*corev1.Node{gfdNode("g", "2"), agentNode(t, "a", "GPU-a0")}, time.Now(), 0)
-	s := newState(inv, nil, nil)
+	s := testState(inv)
 	for _, c := range []struct {
 		gpus []string
 		want string

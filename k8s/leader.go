@@ -78,30 +78,27 @@ func (b *Backend) lead(ctx context.Context, seen func()) {
 	if err != nil {
 		return
 	}
-	now := time.Now()
 	st.deploymentExists = func(ns, name string) bool {
 		_, err := b.deps.in(ns).Deployments(ns).Get(name)
 		return err == nil
 	}
-	st.placePending(now)
 	b.mu.Lock()
 	if b.closing {
 		b.mu.Unlock()
 		return
 	}
 	w := newWriter()
+	// A restored function is not idle just because the leader changed:
+	// the core counts its idle time from the rebuild.
 	b.st, b.leading, b.leader, b.w = st, true, b.identity, w
-	for k := range st.functions {
-		st.functions[k].busySince = now // not idle just because the leader changed
-	}
 	b.mu.Unlock()
 	b.resvMu.Lock()
 	b.resv = map[string]time.Time{}
 	b.resvMu.Unlock()
 	go b.runWriter(ctx, w)
 	seen()
-	b.log.Info("leading: placing replicas", zap.String("identity", b.identity), zap.Int("functions", len(st.functions)),
-		zap.Int("gpus", len(st.inv.Devices())), zap.Int("bookings", len(st.alloc.Placements())))
+	b.log.Info("leading: placing replicas", zap.String("identity", b.identity), zap.Int("functions", len(st.core.Functions())),
+		zap.Int("gpus", len(st.core.Inventory().Devices())), zap.Int("bookings", len(st.core.Allocator().Placements())))
 	b.loop(ctx)
 	b.stopLeading()
 }
@@ -126,7 +123,7 @@ func (b *Backend) stopLeading() {
 		b.w = nil
 	}
 	b.written = map[string]map[string]bool{}
-	b.deployWrites = nil
+	b.lastWrite, b.held = nil, nil
 }
 
 // restoreFromAPI lists straight from the API server, not the informers: a
@@ -173,7 +170,8 @@ func (b *Backend) restoreFromAPI(ctx context.Context) (*state, error) {
 			objs.pods = append(objs.pods, &pods.Items[i])
 		}
 	}
-	return restoreState(objs, b.cfg.Profiles, time.Now(), b.log), nil
+	st, _ := restoreState(objs, b.coreOptions(), time.Now(), b.log)
+	return st, nil // what the rebuild changed is written by the loop's first pass, which writes all
 }
 
 // ensureNamespace creates a namespace faas-gpu needs if it is missing;

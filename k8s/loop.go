@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,6 +49,8 @@ func (b *Backend) loop(ctx context.Context) {
 // the functions that changed for writing, and the placeholders; all queues
 // every function again.
 func (b *Backend) reconcile(all bool) {
+	b.txMu.Lock()
+	defer b.txMu.Unlock()
 	now := time.Now()
 	b.mu.Lock()
 	st := b.st
@@ -56,18 +59,22 @@ func (b *Backend) reconcile(all bool) {
 		return
 	}
 	inv := b.inventory(now)
-	changed := !sameInventory(st.inv, inv)
-	dirty := st.setInventory(inv, now)
-	if changed {
+	var strays []strayPod
+	if !sameInventory(st.core.Inventory(), inv) {
 		// Pods a lost node kept may still run there now it is back.
 		var pods []*corev1.Pod
 		b.pods.each(func(l corelisters.PodLister) {
 			ps, _ := l.List(labels.Everything())
 			pods = append(pods, ps...)
 		})
-		st.adoptStray(pods)
+		strays = st.strays(pods)
 	}
-	for _, d := range st.checkDrains(b.groupSettledLocked, now) {
+	dirty := st.setInventory(inv, strays, now)
+	ended, placed := st.checkDrains(b.groupSettledLocked, now)
+	for k := range placed {
+		dirty[k] = true
+	}
+	for _, d := range ended {
 		// Its Deployment, scaled to zero, can go now.
 		if dep, err := b.deps.in(d.ns).Deployments(d.ns).Get(d.group); err == nil {
 			dirty[fnKey(d.ns, dep.Labels[LabelFunction])] = true
@@ -75,12 +82,9 @@ func (b *Backend) reconcile(all bool) {
 			dirty[d.fn] = true
 		}
 	}
-	for k := range st.placePending(now) {
-		dirty[k] = true
-	}
 	if all {
-		for k := range st.functions {
-			dirty[k] = true
+		for _, v := range st.core.Functions() {
+			dirty[v.Key] = true
 		}
 	}
 	// Deployments of functions that are gone (deleted while another
@@ -89,11 +93,12 @@ func (b *Backend) reconcile(all bool) {
 		deps, _ := l.List(labels.Everything())
 		for _, d := range deps {
 			k := fnKey(d.Namespace, d.Labels[LabelFunction])
-			if _, ok := st.functions[k]; !ok && d.DeletionTimestamp == nil {
+			if !st.core.Has(k) && d.DeletionTimestamp == nil {
 				dirty[k] = true
 			}
 		}
 	})
+	delete(dirty, "")
 	b.enqueueLocked(sortedKeys(dirty)...)
 	b.enqueueLocked(reservationsKey)
 	b.mu.Unlock()
@@ -112,17 +117,21 @@ func (b *Backend) inventory(now time.Time) gpu.Inventory {
 	return inv
 }
 
-// autoscale runs one autoscaler pass, as local mode's Tick does, on the
-// requests this instance proxied.
+// autoscale runs one pass of the lifecycle core at now, as local mode's
+// Tick does, fed with what the proxy counted of each function.
 func (b *Backend) autoscale(now time.Time) {
+	b.txMu.Lock()
+	defer b.txMu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.st == nil {
 		return
 	}
-	counts := func(k string) (uint64, time.Time, float64) {
-		requests, last, _ := b.load(k)
-		return requests, last, b.backlog(k)
-	}
-	b.enqueueLocked(b.st.autoscale(now, counts, b.cfg.Autoscale)...)
+	b.enqueueLocked(sortedKeys(b.st.tick(now, b.observe))...)
+}
+
+// observe is what the proxy counted of function k, for the core.
+func (b *Backend) observe(k string) lifecycle.Load {
+	requests, last, _ := b.load(k)
+	return lifecycle.Load{Requests: requests, LastRequest: last, Backlog: b.backlog(k)}
 }

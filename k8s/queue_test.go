@@ -62,17 +62,18 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	// As the control loop does (the autoscaler, a placement): change the
 	// state and queue the key.
 	b.mu.Lock()
-	if _, err := b.st.scale("ns", "f", 2, time.Now()); err != nil {
+	res, _, err := b.st.core.Scale("ns", "f", 2, time.Now())
+	if err != nil {
 		t.Fatal(err)
 	}
-	b.st.placePending(time.Now())
+	b.st.apply(res, 0, time.Now())
 	b.enqueueLocked("ns/f")
 	b.mu.Unlock()
 	if err := poll(t, func() bool { return tries.Load() >= 3 }); err != nil {
 		t.Fatalf("%d tries of the refused write; want it retried", tries.Load())
 	}
 	refuse.Store(false)
-	err := poll(t, func() bool {
+	err = poll(t, func() bool {
 		svc, err := b.client.CoreV1().Services("ns").Get(ctx, "f", metav1.GetOptions{})
 		return err == nil && svc.Annotations[AnnotationReplicas] == "2"
 	})
@@ -99,7 +100,7 @@ func failing(b *Backend, verb, resource string) *atomic.Bool {
 func fakeLeader(t *testing.T) *Backend {
 	t.Helper()
 	b := fakeBackend(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{LabelNamespace: "1"}}})
-	st := newState(cluster2x2(), nil, nil)
+	st := testState(cluster2x2())
 	st.deploymentExists = func(ns, name string) bool {
 		_, err := b.deps.in(ns).Deployments(ns).Get(name)
 		return err == nil
@@ -132,7 +133,7 @@ func TestGivingUpUndoesTheChange(t *testing.T) {
 		t.Fatalf("deploy with a cancelled request: %v", err)
 	}
 	b.mu.Lock()
-	_, exists := b.st.functions["ns/f"]
+	exists := b.st.core.Has("ns/f")
 	b.mu.Unlock()
 	if exists {
 		t.Fatal("the function stayed after its caller gave up")

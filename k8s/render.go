@@ -5,10 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,14 +35,6 @@ type renderOptions struct {
 	MPSPipeDir   string
 	RuntimeClass string
 	Port         int
-}
-
-// The environment that places a replica wins over a function's own
-// variables of the same name.
-var placementEnvNames = map[string]bool{
-	"NVIDIA_VISIBLE_DEVICES": true, "NVIDIA_DRIVER_CAPABILITIES": true, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": true,
-	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": true, "CUDA_MPS_PIPE_DIRECTORY": true, "FAAS_GPU_MODEL": true, "FAAS_GPU_BATCH": true,
-	"FAAS_GPU_REPLICA_GROUP": true, "fprocess": true,
 }
 
 // renderDeployment is the Deployment running one group of a function's
@@ -164,51 +155,19 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 	return d
 }
 
-// functionEnv is the function's environment, sorted, then the placement.
+// functionEnv is a group's replica environment, as in every backend
+// (lifecycle.RenderEnv): inside the pod the NVIDIA runtime shows only the
+// group's GPUs, numbered from 0.
 func functionEnv(g groupSpec, pipeDir string) []corev1.EnvVar {
-	dep := g.Function.Deployment
-	var env []corev1.EnvVar
-	if dep.EnvProcess != "" {
-		env = append(env, corev1.EnvVar{Name: "fprocess", Value: dep.EnvProcess})
-	} else if v, ok := dep.EnvVars["fprocess"]; ok {
-		env = append(env, corev1.EnvVar{Name: "fprocess", Value: v})
+	vars := lifecycle.RenderEnv(lifecycle.EnvInput{
+		Spec: g.Function, Model: g.Model, Config: g.Config, Placement: g.Placement,
+		Devices: g.Visible, InContainer: true, MPSPipeDir: pipeDir, Group: g.Name,
+	})
+	env := make([]corev1.EnvVar, len(vars))
+	for i, v := range vars {
+		env[i] = corev1.EnvVar{Name: v.Name, Value: v.Value}
 	}
-	keys := make([]string, 0, len(dep.EnvVars))
-	for k := range dep.EnvVars {
-		if !placementEnvNames[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, corev1.EnvVar{Name: k, Value: dep.EnvVars[k]})
-	}
-	if pipeDir == "" {
-		pipeDir = "/tmp/nvidia-mps"
-	}
-	p := g.Placement
-	limits := make([]string, len(p.GPUs))
-	for i := range p.GPUs {
-		// Inside the container the visible GPUs are numbered from 0.
-		limits[i] = fmt.Sprintf("%d=%dM", i, p.Slice.MemoryBytes>>20)
-	}
-	return append(env,
-		corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: strings.Join(visible(g), ",")},
-		corev1.EnvVar{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"},
-		corev1.EnvVar{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: strconv.Itoa(p.Slice.SMPercent)},
-		corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: strings.Join(limits, ",")},
-		corev1.EnvVar{Name: "CUDA_MPS_PIPE_DIRECTORY", Value: pipeDir},
-		corev1.EnvVar{Name: "FAAS_GPU_MODEL", Value: g.Model},
-		corev1.EnvVar{Name: "FAAS_GPU_BATCH", Value: strconv.Itoa(max(g.Config.Batch, 1))},
-		corev1.EnvVar{Name: "FAAS_GPU_REPLICA_GROUP", Value: g.Name},
-	)
-}
-
-func visible(g groupSpec) []string {
-	if len(g.Visible) == len(g.Placement.GPUs) {
-		return g.Visible
-	}
-	return g.Placement.GPUs
+	return env
 }
 
 // resourcesOf is the function's CPU and memory requests and limits. The

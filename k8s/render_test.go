@@ -194,3 +194,39 @@ func TestLongFunctionNamesFitKubernetes(t *testing.T) {
 		t.Errorf("two long names share the group %q", groupName(long1, p, c))
 	}
 }
+
+// A replica's environment on Kubernetes is the one every backend renders
+// (issue 10): CUDA_VISIBLE_DEVICES numbers the pod's GPUs from 0 (it was
+// missing), and a function's own FAAS_GPU_BATCH wins over the plan's (it
+// lost on Kubernetes while it won in local mode).
+func TestReplicaEnvIsTheSameAsLocalMode(t *testing.T) {
+	cfg := scheduler.SliceConfig{SMPercent: 50, Batch: 4}
+	tests := []struct {
+		name string
+		own  map[string]string
+		gpus []string
+		want map[string]string
+	}{
+		{"one GPU, the plan's batch", nil, []string{"GPU-a0"},
+			map[string]string{"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "GPU-a0", "FAAS_GPU_BATCH": "4", "FAAS_GPU_REPLICA_GROUP": "f-1"}},
+		{"two GPUs", nil, []string{"GPU-a0", "GPU-a1"},
+			map[string]string{"CUDA_VISIBLE_DEVICES": "0,1", "NVIDIA_VISIBLE_DEVICES": "GPU-a0,GPU-a1"}},
+		{"the function's own batch wins", map[string]string{"FAAS_GPU_BATCH": "1"}, []string{"GPU-a0"},
+			map[string]string{"FAAS_GPU_BATCH": "1"}},
+		{"the placement wins over the function's devices", map[string]string{"CUDA_VISIBLE_DEVICES": "3"}, []string{"GPU-a0"},
+			map[string]string{"CUDA_VISIBLE_DEVICES": "0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := spec("f", 50, nil)
+			f.Deployment.EnvVars = tt.own
+			g := groupSpec{Function: f, Name: "f-1", Model: "m", Placement: placement("a", tt.gpus...), Config: cfg, Replicas: 1}
+			e := envOf(renderDeployment(g, renderOptions{}).Spec.Template.Spec.Containers[0])
+			for k, v := range tt.want {
+				if e[k] != v {
+					t.Errorf("%s=%q, want %q (env %v)", k, e[k], v, e)
+				}
+			}
+		})
+	}
+}

@@ -21,7 +21,7 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 
 func (b *Backend) report(st *state) scheduler.ClusterReport {
 	rep := scheduler.ClusterReport{Source: "kubernetes", Nodes: []scheduler.NodeReport{}, Pending: []scheduler.PendingEntry{},
-		Functions: []scheduler.FunctionReport{}, Cache: st.cache.Stats(), Stats: st.stats.Stats()}
+		Functions: []scheduler.FunctionReport{}, Cache: st.core.Cache().Stats(), Stats: st.stats.Stats()}
 	type owner struct {
 		id         string
 		fn, ns     string
@@ -29,13 +29,11 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 		readyAfter *float64
 	}
 	owners := map[string]owner{}
-	// describe names the bookings of one group after its pods: the
-	// allocator's IDs are this instance's memory, made afresh at every
-	// rebuild, while pods are what the cluster holds. A Deployment's pods
-	// are not tied to bookings, so bookings and pods are paired in order
-	// (live bookings first, ready pods first); a booking without a pod is
-	// <group>#<position>, which a rebuild from the same cluster gives
-	// again.
+	// describe names the bookings of one group after its pods: a
+	// Deployment's pods are not tied to bookings, so bookings and pods are
+	// paired in order (live bookings first, ready pods first); a booking
+	// without a pod is <group>#<position>, which a rebuild from the same
+	// cluster gives again, whatever the core's IDs.
 	describe := func(ns, fnName, group string, live, draining []string) {
 		pods := b.groupPods(ns, group)
 		i := 0
@@ -61,38 +59,44 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 		name(draining)
 	}
 	drained := map[string]bool{}
-	for _, fn := range st.sortedFunctions() {
-		ns := fn.spec.Namespace()
+	for _, v := range st.core.Functions() {
+		ns, fnName := v.Spec.Namespace(), v.Spec.Name()
 		fr := scheduler.FunctionReport{
-			Name: fn.spec.Name(), Namespace: ns, Model: fn.plan.Request.Model,
-			SMPercent: fn.plan.Base.SMPercent, MemoryBytes: fn.plan.Request.MemoryBytes, Batch: max(fn.plan.Base.Batch, 1),
-			Autoscaled: fn.plan.Autoscaled, Decision: fn.plan.Decision, Rate: fn.rate.Rate(),
-			Replicas: fn.desired, Pending: len(fn.pending), LastScale: fn.lastScale,
+			Name: fnName, Namespace: ns, Model: v.Plan.Request.Model,
+			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
+			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
+			Replicas: v.Desired, LastScale: v.LastScale,
 		}
-		if fn.plan.Request.SLO > 0 {
-			fr.SLO = fn.plan.Request.SLO.String()
+		if v.Plan.Request.SLO > 0 {
+			fr.SLO = v.Plan.Request.SLO.String()
 		}
-		for _, g := range fn.sortedGroups() {
+		for _, g := range st.groups(v) {
 			var draining []string
 			if d, ok := st.drains[fnKey(ns, g.name)]; ok {
 				draining, drained[fnKey(ns, g.name)] = d.ids, true
 			}
-			describe(ns, fn.spec.Name(), g.name, g.ids, draining)
+			describe(ns, fnName, g.name, g.ids, draining)
 			for _, id := range g.ids {
 				if owners[id].ready {
 					fr.Ready++
 				}
 			}
 		}
-		for i, p := range fn.pending {
+		i := 0
+		for _, r := range v.Live {
+			if r.Placement != nil {
+				continue
+			}
 			// Pending replicas have no pod: numbered in order, as a rebuild
 			// numbers them.
-			rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: fn.spec.Name() + "#pending-" + strconv.Itoa(i), Function: fn.spec.Name(), Namespace: ns,
-				Reason: p.reason, ReasonCode: p.reasonCode, Since: p.since})
+			rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: fnName + "#pending-" + strconv.Itoa(i), Function: fnName, Namespace: ns,
+				Reason: r.Reason, ReasonCode: r.ReasonCode, Since: r.PendingSince})
+			i++
 		}
+		fr.Pending = i
 		rep.Functions = append(rep.Functions, fr)
-		if fn.plan.Autoscaled || fn.spec.Scale.Zero || fn.scaledUp+fn.scaledDown > 0 {
-			rep.Stats.Autoscaler = append(rep.Stats.Autoscaler, scheduler.ScaleActions{Function: fn.spec.Name(), Namespace: ns, Up: fn.scaledUp, Down: fn.scaledDown})
+		if v.Plan.Autoscaled || v.Spec.Scale.Zero || v.ScaledUp+v.ScaledDown > 0 {
+			rep.Stats.Autoscaler = append(rep.Stats.Autoscaler, scheduler.ScaleActions{Function: fnName, Namespace: ns, Up: v.ScaledUp, Down: v.ScaledDown})
 		}
 	}
 	for _, k := range sortedKeys(st.drains) {
@@ -101,7 +105,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			describe(d.ns, name, d.group, nil, d.ids)
 		}
 	}
-	rep.Nodes = scheduler.NodeReports(st.alloc.Usage(), st.cache, func(id string, rr *scheduler.ReplicaReport) {
+	rep.Nodes = scheduler.NodeReports(st.core.Usage(), st.core.Cache(), func(id string, rr *scheduler.ReplicaReport) {
 		if o, ok := owners[id]; ok {
 			rr.ID, rr.Function, rr.Namespace, rr.Ready, rr.ReadyAfterSeconds = o.id, o.fn, o.ns, o.ready, o.readyAfter
 		}
@@ -111,7 +115,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			sort.Slice(g.Replicas, func(i, j int) bool { return g.Replicas[i].ID < g.Replicas[j].ID })
 		}
 	}
-	// The state's cache counts the loads of its own bookings, which every
+	// The core's cache counts the loads of its own bookings, which every
 	// rebuild makes again; the counters this instance keeps do not.
 	rep.Cache.Hits, rep.Cache.NodeHits, rep.Cache.Misses = b.cacheHits.Load(), 0, b.cacheMisses.Load()
 	return rep
@@ -128,21 +132,6 @@ func (b *Backend) groupPods(ns, group string) []*corev1.Pod {
 			pods = append(pods, p)
 		}
 	}
-	rank := func(p *corev1.Pod) int {
-		switch {
-		case p.DeletionTimestamp != nil:
-			return 2
-		case podReady(p):
-			return 0
-		default:
-			return 1
-		}
-	}
-	sort.Slice(pods, func(i, j int) bool {
-		if ri, rj := rank(pods[i]), rank(pods[j]); ri != rj {
-			return ri < rj
-		}
-		return pods[i].Name < pods[j].Name
-	})
+	sortPods(pods)
 	return pods
 }

@@ -118,12 +118,12 @@ func (b *Backend) functionModel(ns, name string) (string, error) {
 func (b *Backend) functionRequest(ns, name string) (gpu.Request, error) {
 	b.mu.Lock()
 	if b.st != nil {
-		fn, ok := b.st.functions[fnKey(ns, name)]
+		req, ok := b.st.requests[fnKey(ns, name)]
 		b.mu.Unlock()
 		if !ok {
 			return gpu.Request{}, notFound(ns, name)
 		}
-		return fn.plan.Request, nil
+		return req, nil
 	}
 	b.mu.Unlock()
 	svc, err := b.svcs.in(ns).Services(ns).Get(name)

@@ -47,33 +47,51 @@ func spec(name string, sm int, labels map[string]string) scheduler.Function {
 	return scheduler.Function{Deployment: types.FunctionDeployment{Service: name, Namespace: "ns", Image: "img", Annotations: &ann, Labels: &labels}, GPU: req, Scale: pol}
 }
 
+// testState is the state of a leader on inv, with no profiles.
+func testState(inv gpu.Inventory) *state {
+	return newState(inv, coreOptions(nil, scheduler.AutoscaleOptions{}), nil)
+}
+
 func mustDeploy(t *testing.T, s *state, f scheduler.Function, now time.Time) {
 	t.Helper()
-	pl, err := s.check(f)
+	res, err := s.core.Deploy(f, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.deploy(f, pl, now); err != nil {
+	s.apply(res, 0, now)
+}
+
+// mustScale scales function name of namespace ns to n, as the API does.
+func mustScale(t *testing.T, s *state, name string, n int, now time.Time) {
+	t.Helper()
+	res, _, err := s.core.Scale("ns", name, n, now)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.placePending(now)
+	s.apply(res, 0, now)
 }
 
 // layout renders fn's groups as node/GPU:replicas, sorted, plus pending.
 func layout(s *state, name string) string {
-	fn := s.functions[fnKey("ns", name)]
+	v, _ := s.core.Function(fnKey("ns", name))
 	var out []string
-	for _, g := range fn.groups {
+	for _, g := range s.groups(v) {
 		out = append(out, fmt.Sprintf("%s:%d", strings.Join(g.placement.GPUs, "+"), len(g.ids)))
 	}
 	sort.Strings(out)
-	return fmt.Sprintf("%s pending=%d", strings.Join(out, " "), len(fn.pending))
+	pending := 0
+	for _, r := range v.Live {
+		if r.Placement == nil {
+			pending++
+		}
+	}
+	return fmt.Sprintf("%s pending=%d", strings.Join(out, " "), pending)
 }
 
 // smUsed sums the allocator's SM % per GPU.
 func smUsed(s *state) map[string]int {
 	out := map[string]int{}
-	for _, u := range s.alloc.Usage() {
+	for _, u := range s.core.Usage() {
 		out[u.Device.UUID] = u.SMAllocated
 	}
 	return out
@@ -81,28 +99,21 @@ func smUsed(s *state) map[string]int {
 
 func TestScaleFillsGPUsAndDrainsBeforeFreeing(t *testing.T) {
 	now := time.Now()
-	s := newState(cluster2x2(), nil, nil)
+	s := testState(cluster2x2())
 	mustDeploy(t, s, spec("f", 50, nil), now)
-	if _, err := s.scale("ns", "f", 5, now); err != nil {
-		t.Fatal(err)
-	}
-	s.placePending(now)
+	mustScale(t, s, "f", 5, now)
 	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:2 GPU-b0:1 pending=0" {
 		t.Fatalf("layout %s", got)
 	}
-	if _, err := s.scale("ns", "f", 9, now); err != nil {
-		t.Fatal(err)
-	}
-	s.placePending(now)
+	mustScale(t, s, "f", 9, now)
 	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:2 GPU-b0:2 GPU-b1:2 pending=1" {
 		t.Fatalf("over capacity: %s", got)
 	}
 
-	// Down to 3: the pending one first, then the smallest groups; their
-	// bookings stay until their pods are gone.
-	if _, err := s.scale("ns", "f", 3, now); err != nil {
-		t.Fatal(err)
-	}
+	// Down to 3: the pending one first, then the newest in service (the
+	// lifecycle core's rule: the last GPUs filled); their bookings stay
+	// until their pods are gone.
+	mustScale(t, s, "f", 3, now)
 	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:1 pending=0" {
 		t.Fatalf("after scaling down: %s", got)
 	}
@@ -120,80 +131,85 @@ func TestScaleFillsGPUsAndDrainsBeforeFreeing(t *testing.T) {
 		running[d.group] = 2 // each group had two pods
 	}
 	settled := func(ns, group string, size int) bool { return running[group] <= size }
-	if len(s.checkDrains(settled, now)) != 0 {
+	if ended, _ := s.checkDrains(settled, now); len(ended) != 0 {
 		t.Fatal("a drain ended while its pods ran")
 	}
 	for k := range running {
 		running[k] = 0
 	}
-	if n := len(s.checkDrains(settled, now)); n != 3 { // b0, b1, and a1's extra replica
-		t.Fatalf("%d drains ended, want 3", n)
+	ended, dirty := s.checkDrains(settled, now)
+	if len(ended) != 3 { // b0, b1, and a1's extra replica
+		t.Fatalf("%d drains ended, want 3", len(ended))
 	}
-	s.placePending(now)
-	if got := layout(s, "g"); got != "GPU-b0:1 pending=0" {
+	// g is placed as soon as a GPU it fits is free: b0 or b1, whichever
+	// drain ended first.
+	if got := layout(s, "g"); got != "GPU-b0:1 pending=0" && got != "GPU-b1:1 pending=0" {
 		t.Fatalf("g after the drains: %s", got)
+	}
+	if !dirty["ns/g"] {
+		t.Error("g, placed once the drains ended, is not marked for writing")
 	}
 }
 
 func TestNodeLossMakesReplicasPendingThenPlacesThem(t *testing.T) {
 	now := time.Now()
 	inv := cluster2x2()
-	s := newState(inv, nil, nil)
+	s := testState(inv)
 	mustDeploy(t, s, spec("f", 100, map[string]string{scheduler.LabelScaleMin: "4"}), now)
 	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 GPU-b0:1 GPU-b1:1 pending=0" {
 		t.Fatalf("layout %s", got)
 	}
 	onlyA := gpu.Inventory{Source: "test", Nodes: inv.Nodes[:1]}
-	dirty := s.setInventory(onlyA, now)
+	dirty := s.setInventory(onlyA, nil, now)
 	if !dirty["ns/f"] {
 		t.Error("the function that lost replicas is not marked for writing")
 	}
-	s.placePending(now)
 	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 pending=2" {
 		t.Fatalf("after losing node b: %s", got)
 	}
 	// A GPU of a disappears too: its replica waits as well.
 	aOne := gpu.Inventory{Source: "test", Nodes: []gpu.Node{{Name: "a", GPUs: inv.Nodes[0].GPUs[:1]}}}
-	s.setInventory(aOne, now)
-	s.placePending(now)
+	s.setInventory(aOne, nil, now)
 	if got := layout(s, "f"); got != "GPU-a0:1 pending=3" {
 		t.Fatalf("after losing GPU a1: %s", got)
 	}
-	s.setInventory(inv, now)
-	s.placePending(now)
+	s.setInventory(inv, nil, now)
 	if got := layout(s, "f"); got != "GPU-a0:1 GPU-a1:1 GPU-b0:1 GPU-b1:1 pending=0" {
 		t.Fatalf("nodes back: %s", got)
 	}
 }
 
-func TestUpdateKeepsOrMovesReplicas(t *testing.T) {
+// An update drains every replica and places the new ones afresh
+// (lifecycle.Core.Update), even when the slice is unchanged: the drained
+// bookings stay until their pods are gone, so old and new pods never
+// share a GPU beyond it.
+func TestUpdateDrainsAndReplaces(t *testing.T) {
 	now := time.Now()
-	s := newState(cluster2x2(), nil, nil)
+	s := testState(cluster2x2())
 	mustDeploy(t, s, spec("f", 50, map[string]string{scheduler.LabelScaleMin: "2"}), now)
-	before := layout(s, "f")
+	update := func(f scheduler.Function) {
+		t.Helper()
+		res, err := s.core.Update(f, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.apply(res, 0, now)
+	}
 	same := spec("f", 50, map[string]string{scheduler.LabelScaleMin: "2"})
 	same.Deployment.Image = "img:2"
-	pl, _ := s.check(same)
-	if err := s.update(same, pl, now); err != nil {
-		t.Fatal(err)
+	update(same)
+	// a0 still drains the two old replicas: the new ones go to a1.
+	if got := layout(s, "f"); got != "GPU-a1:2 pending=0" || len(s.drains) != 1 {
+		t.Fatalf("same slice: %s, %d drains; want GPU-a1:2 and a0 draining", got, len(s.drains))
 	}
-	if got := layout(s, "f"); got != before || len(s.drains) != 0 {
-		t.Fatalf("same slice: %s -> %s, %d drains", before, got, len(s.drains))
+	update(spec("f", 80, map[string]string{scheduler.LabelScaleMin: "2"}))
+	if got := layout(s, "f"); got != "GPU-b0:1 GPU-b1:1 pending=0" || len(s.drains) != 2 {
+		t.Fatalf("bigger slice: %s, %d drains", got, len(s.drains))
 	}
-	bigger := spec("f", 80, map[string]string{scheduler.LabelScaleMin: "2"})
-	pl, _ = s.check(bigger)
-	if err := s.update(bigger, pl, now); err != nil {
-		t.Fatal(err)
-	}
-	s.placePending(now)
-	// a0 still drains the two 50 % replicas: the 80 % ones go elsewhere.
-	if got := layout(s, "f"); got != "GPU-a1:1 GPU-b0:1 pending=0" {
-		t.Fatalf("bigger slice: %s", got)
-	}
-	if err := s.update(spec("nope", 10, nil), pl, now); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.core.Update(spec("nope", 10, nil), now); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("update of an unknown function: %v", err)
 	}
-	if err := s.deploy(bigger, pl, now); !errors.Is(err, fs.ErrExist) {
+	if _, err := s.core.Deploy(same, now); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("second deploy: %v", err)
 	}
 }
@@ -220,17 +236,19 @@ func TestRestoreFromTheCluster(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "f-old-1", Namespace: "ns",
 		Labels: map[string]string{LabelFunction: "f", LabelGroup: "f-old"}, Annotations: placementAnnotations(old, cfg)}}
 
-	s := restoreState(clusterObjects{inventory: inv, records: []*corev1.Service{rec}, deployments: []*appsv1.Deployment{dep, lost}, pods: []*corev1.Pod{pod}}, nil, now, nil)
-	if got := layout(s, "f"); got != "GPU-a0:2 pending=1" {
+	s, _ := restoreState(clusterObjects{inventory: inv, records: []*corev1.Service{rec}, deployments: []*appsv1.Deployment{dep, lost}, pods: []*corev1.Pod{pod}}, coreOptions(nil, scheduler.AutoscaleOptions{}), now, nil)
+	// The replica whose GPU is gone is placed again at once, best fit:
+	// beside the old pod's share on b0.
+	if got := layout(s, "f"); got != "GPU-a0:2 GPU-b0:1 pending=0" {
 		t.Fatalf("restored %s", got)
 	}
-	if used := smUsed(s); used["GPU-a0"] != 100 || used["GPU-b0"] != 50 {
-		t.Fatalf("bookings %v: want a0 full and b0 held by the old pod", used)
+	if used := smUsed(s); used["GPU-a0"] != 100 || used["GPU-b0"] != 100 {
+		t.Fatalf("bookings %v: want a0 full and b0 held by the old pod and the replaced replica", used)
 	}
 	if d := s.drains["ns/f-old"]; d == nil || len(d.ids) != 1 {
 		t.Fatalf("drains %+v", s.drains)
 	}
-	if !s.functions["ns/f"].createdAt.Equal(rec.CreationTimestamp.UTC()) {
+	if v, _ := s.core.Function("ns/f"); !v.CreatedAt.Equal(rec.CreationTimestamp.UTC()) {
 		t.Error("createdAt not from the record")
 	}
 }
@@ -240,22 +258,58 @@ func TestRestoreFromTheCluster(t *testing.T) {
 // other nor counts the other's pods.
 func TestNewGroupAvoidsABusyName(t *testing.T) {
 	now := time.Now()
-	s := newState(cluster2x2(), nil, nil)
+	s := testState(cluster2x2())
 	busy := map[string]bool{}
 	s.deploymentExists = func(ns, name string) bool { return busy[ns+"/"+name] }
 	mustDeploy(t, s, spec("f", 50, nil), now)
 	first := s.groupSpecs("ns/f")[0].Name
-	if _, err := s.scale("ns", "f", 0, now); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(t, s, "f", 0, now)
 	s.checkDrains(func(string, string, int) bool { return true }, now)
 	busy["ns/"+first] = true // scaled to zero, drained, its deletion under way
-	if _, err := s.scale("ns", "f", 2, now); err != nil {
-		t.Fatal(err)
-	}
-	s.placePending(now)
+	mustScale(t, s, "f", 2, now)
 	g := s.groupSpecs("ns/f")
 	if len(g) != 1 || g[0].Name != first+"-2" || g[0].Replicas != 2 {
 		t.Fatalf("groups %+v; want one group %s-2 of 2", g, first)
+	}
+}
+
+// Pods left on a node that was lost still run when it comes back: their
+// shares are booked as draining before the replicas waiting for room are
+// placed, so none is placed on a share in use (test/k8s
+// TestNodeLossReplacesReplicas saw a GPU at 200 % without this).
+func TestNodeBackWithItsPodsHoldsTheirShares(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name   string
+		stray  bool
+		layout string
+		drains int
+	}{
+		{"its pods gone", false, "GPU-a0:1 GPU-a1:1 GPU-b0:1 GPU-b1:1 pending=0", 0},
+		{"one pod still running on b0", true, "GPU-a0:1 GPU-a1:1 GPU-b1:1 pending=1", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := cluster2x2()
+			s := testState(inv)
+			mustDeploy(t, s, spec("f", 100, map[string]string{scheduler.LabelScaleMin: "4"}), now)
+			var onB0 groupSpec
+			for _, g := range s.groupSpecs("ns/f") {
+				if g.Placement.GPUs[0] == "GPU-b0" {
+					onB0 = g
+				}
+			}
+			s.setInventory(gpu.Inventory{Source: "test", Nodes: inv.Nodes[:1]}, nil, now)
+			var pods []*corev1.Pod
+			if tt.stray {
+				p := functionPod("f", onB0.Name, "f-b0-pod", now, time.Second)
+				p.Annotations = placementAnnotations(onB0.Placement, onB0.Config)
+				pods = append(pods, p)
+			}
+			s.setInventory(inv, s.strays(pods), now)
+			if got := layout(s, "f"); got != tt.layout || len(s.drains) != tt.drains {
+				t.Fatalf("node back: %s with %d drains; want %s with %d", got, len(s.drains), tt.layout, tt.drains)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,7 @@ func functionPod(fn, group, name string, created time.Time, readyAfter time.Dura
 // instance led.
 func TestPodStartupCountedOnceOnTheLeader(t *testing.T) {
 	b := fakeBackend(t)
-	st := newState(cluster2x2(), nil, nil)
+	st := testState(cluster2x2())
 	b.st = st
 	made := time.Now().Truncate(time.Second).Add(time.Second) // Kubernetes' whole seconds
 	count := func() (uint64, float64) {
@@ -70,18 +71,11 @@ func TestPodStartupCountedOnceOnTheLeader(t *testing.T) {
 // code and each ready replica's start-up from its pod.
 func TestReportCarriesDecisionsReasonsAndStartups(t *testing.T) {
 	now := time.Now()
-	st := newState(cluster2x2(), nil, nil)
+	st := testState(cluster2x2())
 	mustDeploy(t, st, spec("f", 50, nil), now)
-	if _, err := st.scale("ns", "f", 9, now); err != nil {
-		t.Fatal(err)
-	}
-	st.placePending(now) // 8 fit, two to a GPU; the ninth lacks SM
-	fn := st.functions[fnKey("ns", "f")]
-	var first *group
-	for _, g := range fn.sortedGroups() {
-		first = g
-		break
-	}
+	mustScale(t, st, "f", 9, now) // 8 fit, two to a GPU; the ninth lacks SM
+	v, _ := st.core.Function(fnKey("ns", "f"))
+	first := st.groups(v)[0]
 	created := now.Add(-time.Minute).Truncate(time.Second)
 	b := fakeBackend(t,
 		functionPod("f", first.name, "a", created, 5*time.Second),
@@ -125,11 +119,11 @@ func TestReportCarriesDecisionsReasonsAndStartups(t *testing.T) {
 // direction; scaling to zero is down.
 func TestAutoscalerActionsCounted(t *testing.T) {
 	now := time.Now()
-	st := newState(cluster2x2(), nil, nil)
+	st := testState(cluster2x2())
 	mustDeploy(t, st, spec("z", 50, map[string]string{"com.openfaas.scale.zero": "true", "com.openfaas.scale.zero-duration": "30s"}), now)
-	idle := func(string) (uint64, time.Time, float64) { return 0, now, 0 }
-	st.autoscale(now.Add(time.Minute), idle, scheduler.DefaultAutoscaleOptions)
-	st.autoscale(now.Add(2*time.Minute), idle, scheduler.DefaultAutoscaleOptions) // at zero already: nothing to do
+	idle := func(string) lifecycle.Load { return lifecycle.Load{LastRequest: now} }
+	st.tick(now.Add(time.Minute), idle)
+	st.tick(now.Add(2*time.Minute), idle) // at zero already: nothing to do
 	b := fakeBackend(t)
 	rep := b.report(st)
 	want := []scheduler.ScaleActions{{Function: "z", Namespace: "ns", Down: 1}}
@@ -145,7 +139,7 @@ func TestAutoscalerActionsCounted(t *testing.T) {
 // neither resets nor re-counts them.
 func TestCacheCountsRequestsAndStartups(t *testing.T) {
 	now := time.Now()
-	st := newState(cluster2x2(), nil, nil)
+	st := testState(cluster2x2())
 	mustDeploy(t, st, spec("f", 50, nil), now)
 	group := st.groupSpecs("ns/f")[0].Name
 	made := now.Truncate(time.Second).Add(time.Second)
@@ -168,7 +162,7 @@ func TestCacheCountsRequestsAndStartups(t *testing.T) {
 		{"a model no pod holds", func(t *testing.T) { endpoints(t, b, "other") }, 2, 2},
 		{"the state rebuilt", func(t *testing.T) {
 			b.mu.Lock()
-			b.st = restoreState(clusterObjects{inventory: cluster2x2()}, nil, now, nil)
+			b.st, _ = restoreState(clusterObjects{inventory: cluster2x2()}, coreOptions(nil, scheduler.AutoscaleOptions{}), now, nil)
 			b.mu.Unlock()
 		}, 2, 2},
 	}

@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"go.uber.org/zap"
@@ -39,11 +38,16 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 		b.mu.Unlock()
 		return b.standbyError()
 	}
-	fn, exists := st.functions[k]
+	if b.held[k] {
+		// An open change placed it: written once that change is answered.
+		b.mu.Unlock()
+		return nil
+	}
+	v, exists := st.core.Function(k)
 	var record *corev1.Service
 	var groups []groupSpec
 	if exists {
-		record, err = renderRecord(fn.spec, fn.desired, b.cfg.FunctionPort)
+		record, err = renderRecord(v.Spec, v.Desired, b.cfg.FunctionPort)
 		groups = st.groupSpecs(k)
 	}
 	draining := map[string]bool{}
@@ -66,18 +70,8 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 				}
 			}
 		}
-		created, err := b.applyService(ctx, record)
-		if err != nil {
+		if err := b.applyService(ctx, record); err != nil {
 			return err
-		}
-		if !created.IsZero() {
-			// The record's creation time is the function's, before and
-			// after a restart alike.
-			b.mu.Lock()
-			if fn, ok := st.functions[k]; ok {
-				fn.createdAt = created.UTC()
-			}
-			b.mu.Unlock()
 		}
 	} else if err := b.client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete service %s/%s: %w", ns, name, err)
@@ -183,7 +177,7 @@ func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) err
 				return apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, d.Name, err)
 			}
 			if err == nil {
-				b.noteDeploymentChanged(fnKey(d.Namespace, d.Labels[LabelFunction]))
+				b.noteDeploymentChanged(d.Namespace, d.Name)
 				b.log.Info("replica group created", zap.String("deployment", d.Namespace+"/"+d.Name),
 					zap.String("node", d.Annotations[AnnotationNode]), zap.String("gpus", d.Annotations[AnnotationGPUs]),
 					zap.String("sm", d.Annotations[AnnotationSMPercent]), zap.Int32("replicas", *d.Spec.Replicas))
@@ -206,7 +200,7 @@ func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) err
 		cur.Spec.RevisionHistoryLimit = d.Spec.RevisionHistoryLimit
 		cur.Spec.Template = d.Spec.Template
 		if _, err = api.Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
-			b.noteDeploymentChanged(fnKey(d.Namespace, d.Labels[LabelFunction]))
+			b.noteDeploymentChanged(d.Namespace, d.Name)
 		}
 		return err
 	})
@@ -216,34 +210,30 @@ func (b *Backend) applyDeployment(ctx context.Context, d *appsv1.Deployment) err
 	return nil
 }
 
-// noteDeploymentChanged counts a Deployment of function k created or
-// updated: from then its pods may run the bookings the state holds.
-func (b *Backend) noteDeploymentChanged(k string) {
+// noteDeploymentChanged counts Deployment ns/name created or updated:
+// from then its pods may run the bookings the state holds.
+func (b *Backend) noteDeploymentChanged(ns, name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.deployWrites == nil {
-		b.deployWrites = map[string]uint64{}
+	if b.lastWrite == nil {
+		b.lastWrite = map[string]uint64{}
 	}
-	b.deployWrites[k]++
+	b.writeSeq++
+	b.lastWrite[fnKey(ns, name)] = b.writeSeq
 }
 
-// applyService creates the function's Service record or updates it, and
-// returns the time it was created (zero when it was already as rendered).
-func (b *Backend) applyService(ctx context.Context, s *corev1.Service) (time.Time, error) {
+// applyService creates the function's Service record or updates it.
+func (b *Backend) applyService(ctx context.Context, s *corev1.Service) error {
 	if cur, err := b.svcs.in(s.Namespace).Services(s.Namespace).Get(s.Name); err == nil && cur.Annotations[AnnotationSpecHash] == s.Annotations[AnnotationSpecHash] {
-		return time.Time{}, nil
+		return nil
 	}
 	api := b.client.CoreV1().Services(s.Namespace)
-	var created time.Time
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			got, err := api.Create(ctx, s, metav1.CreateOptions{})
+			_, err := api.Create(ctx, s, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(schema.GroupResource{Resource: "services"}, s.Name, err)
-			}
-			if err == nil {
-				created = got.CreationTimestamp.Time
 			}
 			return err
 		}
@@ -254,7 +244,6 @@ func (b *Backend) applyService(ctx context.Context, s *corev1.Service) (time.Tim
 			// Someone else's Service of that name: never take it over.
 			return &gpu.FieldError{Field: "service", Reason: fmt.Sprintf("a Service %s/%s exists that faas-gpu did not make; remove it or choose another name", s.Namespace, s.Name)}
 		}
-		created = cur.CreationTimestamp.Time
 		if cur.Annotations[AnnotationSpecHash] == s.Annotations[AnnotationSpecHash] {
 			return nil
 		}
@@ -266,9 +255,9 @@ func (b *Backend) applyService(ctx context.Context, s *corev1.Service) (time.Tim
 		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("write service %s/%s: %w", s.Namespace, s.Name, err)
+		return fmt.Errorf("write service %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	return created, nil
+	return nil
 }
 
 func merge(dst, src map[string]string) map[string]string {

@@ -1,134 +1,51 @@
 package k8s
 
-import "time"
+import (
+	"github.com/faas-gpu/faas-gpu/lifecycle"
+	"go.uber.org/zap"
+)
 
 // A change of a function (deploy, update, scale, delete) is a transaction:
-// when its record cannot be written, the function is put back as it was
-// before the change (state.rollback), and the writer writes it so again.
+// when its record cannot be written, the core undoes it
+// (lifecycle.Core.Abort) and the writer writes the function as it was. The
+// operation Abort undoes is the last one on the core because every
+// operation on it holds Backend.txMu until its record is written or
+// refused; functions the operation also changed (placed on room it freed)
+// are not written before then (Backend.held), so nothing of an undone
+// change is carried out but what the function's own write did first.
 
-// fnSnapshot is a function as it was before a change; fn is nil when it
-// did not exist.
-type fnSnapshot struct {
-	key string
-	fn  *function
-}
-
-// snapshot copies function k deeply enough to put it back: its groups'
-// booking lists and its pending replicas.
-func (s *state) snapshot(k string) fnSnapshot {
-	fn, ok := s.functions[k]
-	if !ok {
-		return fnSnapshot{key: k}
+// abort undoes res, the core's last operation. A replica it started in a
+// group whose Deployment was written since (mayRun) may have a pod running
+// by now: it is booked again as draining, released once the group's pods
+// are down to its size like any drain, so the GPU is never given twice.
+func (s *state) abort(res lifecycle.Result, mayRun func(ns, group string) bool) {
+	type started struct {
+		e     lifecycle.Effect
+		group string
 	}
-	c := *fn
-	c.groups = make(map[string]*group, len(fn.groups))
-	for name, g := range fn.groups {
-		gc := *g
-		gc.ids = append([]string(nil), g.ids...)
-		c.groups[name] = &gc
-	}
-	c.pending = make([]*pendingReplica, len(fn.pending))
-	for i, p := range fn.pending {
-		pc := *p
-		c.pending[i] = &pc
-	}
-	return fnSnapshot{key: k, fn: &c}
-}
-
-// rollback puts the function back as snap holds it. Bookings made since
-// are released, except in a group whose pods may run them (mayRun: its
-// Deployment was written since): they drain like any replica taken away. Bookings taken away since, still draining, go back
-// to their groups; one freed meanwhile (its drain ended, its node lost) is
-// booked again where it was, or becomes pending when that is taken.
-func (s *state) rollback(snap fnSnapshot, mayRun func(ns, group string) bool, now time.Time) {
-	ns, _ := splitKey(snap.key)
-	before := map[string]bool{}
-	if snap.fn != nil {
-		for _, g := range snap.fn.groups {
-			for _, id := range g.ids {
-				before[id] = true
-			}
+	var running []started
+	for _, e := range res.Effects {
+		if e.Kind != lifecycle.Start || e.Replica.Placement == nil {
+			continue
+		}
+		ns, _ := splitKey(e.Function)
+		if g := s.groupOf[e.Replica.ID]; g != "" && mayRun(ns, g) {
+			running = append(running, started{e, g})
 		}
 	}
-	if cur, ok := s.functions[snap.key]; ok {
-		for _, g := range cur.sortedGroups() {
-			var made []string
-			for _, id := range g.ids {
-				if !before[id] {
-					made = append(made, id)
-				}
-			}
-			if len(made) == 0 {
-				continue
-			}
-			if mayRun(ns, g.name) {
-				d, ok := s.drains[fnKey(ns, g.name)]
-				if !ok {
-					d = &drain{fn: snap.key, ns: ns, group: g.name}
-					s.drains[fnKey(ns, g.name)] = d
-				}
-				d.ids = append(d.ids, made...)
-				continue
-			}
-			for _, id := range made {
-				_ = s.alloc.Release(id, now) // booked by this change: held
-			}
+	s.core.Abort()
+	s.forgetGone()
+	for _, r := range running {
+		id := r.e.Replica.ID
+		if err := s.core.RestoreDraining(id, r.e.Function, *r.e.Replica.Placement, r.e.Replica.Config); err != nil {
+			// Cannot happen: Abort has just freed this very share.
+			s.log.Error("a replica an undone change may run is not booked", zap.String("replica", id), zap.Error(err))
+			continue
 		}
-		delete(s.functions, snap.key)
+		s.groupOf[id] = r.group
+		s.addDrain(r.e.Function, r.group, id)
 	}
-	if snap.fn == nil {
-		return
-	}
-	fn := snap.fn
-	held := s.alloc.Placements()
-	for _, g := range fn.sortedGroups() {
-		s.undrain(ns, g.name, g.ids)
-		kept := g.ids[:0]
-		for _, id := range g.ids {
-			if _, ok := held[id]; ok {
-				kept = append(kept, id)
-				continue
-			}
-			if err := s.alloc.Restore(id, g.placement); err == nil {
-				s.cache.Preload(id, fn.plan.Request.Model, modelBytes(fn.plan), now)
-				kept = append(kept, id)
-				continue
-			}
-			fn.pending = append(fn.pending, &pendingReplica{id: newReplicaID(fn.spec.Name()), config: g.config, since: now.UTC()})
-		}
-		g.ids = kept
-		if len(g.ids) == 0 {
-			delete(fn.groups, g.name)
-		}
-	}
-	for _, p := range fn.pending {
-		if _, ok := held[p.id]; ok {
-			// Placed by the change into a group that drains it now: the
-			// booking keeps the ID, the pending replica takes another.
-			p.id = newReplicaID(fn.spec.Name())
-		}
-	}
-	s.functions[snap.key] = fn
-}
-
-// undrain takes ids out of group's drain: they belong to the group again.
-func (s *state) undrain(ns, group string, ids []string) {
-	d, ok := s.drains[fnKey(ns, group)]
-	if !ok {
-		return
-	}
-	back := map[string]bool{}
-	for _, id := range ids {
-		back[id] = true
-	}
-	kept := d.ids[:0]
-	for _, id := range d.ids {
-		if !back[id] {
-			kept = append(kept, id)
-		}
-	}
-	d.ids = kept
-	if len(d.ids) == 0 {
-		delete(s.drains, fnKey(ns, group))
+	for _, e := range res.Effects {
+		s.refreshRequest(e.Function)
 	}
 }

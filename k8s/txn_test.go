@@ -18,12 +18,12 @@ func view(b *Backend, name string) string {
 	defer b.mu.Unlock()
 	st := b.st
 	out := ""
-	if fn, ok := st.functions[fnKey("ns", name)]; ok {
-		out = layout(st, name) + " image=" + fn.spec.Deployment.Image + " desired=" + itoa(fn.desired)
+	if v, ok := st.core.Function(fnKey("ns", name)); ok {
+		out = layout(st, name) + " image=" + v.Spec.Deployment.Image + " desired=" + itoa(v.Desired)
 	} else {
 		out = "absent"
 	}
-	for _, u := range st.alloc.Usage() {
+	for _, u := range st.core.Usage() {
 		out += " " + u.Device.UUID + "=" + itoa(u.SMAllocated)
 	}
 	return out + " drains=" + itoa(len(st.drains))
@@ -112,23 +112,31 @@ func TestRollbackKeepsWhatMayRunBooked(t *testing.T) {
 	}
 	b.mu.Lock()
 	booked := map[string]int{}
-	for _, fn := range b.st.functions {
-		for _, g := range fn.groups {
+	for _, v := range b.st.core.Functions() {
+		for _, g := range b.st.groups(v) {
 			booked[g.name] += len(g.ids)
 		}
 	}
 	for _, d := range b.st.drains {
 		booked[d.group] += len(d.ids)
 	}
-	fn := b.st.functions["ns/f"]
+	v, _ := b.st.core.Function("ns/f")
+	placed, pending := 0, 0
+	for _, r := range v.Live {
+		if r.Placement != nil {
+			placed++
+		} else {
+			pending++
+		}
+	}
 	b.mu.Unlock()
 	for _, d := range deps.Items {
 		if int(*d.Spec.Replicas) > booked[d.Name] {
 			t.Errorf("deployment %s asks for %d pods, %d booked", d.Name, *d.Spec.Replicas, booked[d.Name])
 		}
 	}
-	if fn.desired != 1 || fn.placed() != 1 || len(fn.pending) != 0 {
-		t.Errorf("after the failed scale: desired %d, placed %d, pending %d; want 1, 1, 0", fn.desired, fn.placed(), len(fn.pending))
+	if v.Desired != 1 || placed != 1 || pending != 0 {
+		t.Errorf("after the failed scale: desired %d, placed %d, pending %d; want 1, 1, 0", v.Desired, placed, pending)
 	}
 	refuse.Store(false)
 	if err := b.Scale(ctx, "ns", "f", 3); err != nil {

@@ -55,11 +55,29 @@ func (c *Core) ReplicaGone(id string, now time.Time) Result {
 // that no longer fit are lost. A lost replica in service is replaced by a
 // pending one, placed elsewhere at once or when room appears.
 func (c *Core) SetInventory(inv gpu.Inventory, now time.Time) Result {
+	res, _ := c.SetInventoryHolding(inv, nil, now)
+	return res
+}
+
+// Held is a replica stopped whose process may still use its GPU (see
+// RestoreDraining).
+type Held struct {
+	ID, Function string
+	Placement    scheduler.Placement
+	Config       scheduler.SliceConfig
+}
+
+// SetInventoryHolding is SetInventory that books held as draining
+// replicas once the new GPUs are known and before anything is placed on
+// them: on Kubernetes, pods left on a node that was lost still run there
+// when it comes back. It returns the IDs of held that were booked; one
+// that does not fit is left out.
+func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time) (Result, []string) {
 	c.begin()
 	defer c.begin()
 	var res Result
 	if sameInventory(c.inv, inv) {
-		return res
+		return res, nil
 	}
 	var lost []string
 	keep := nodesOf(inv)
@@ -101,8 +119,14 @@ func (c *Core) SetInventory(inv gpu.Inventory, now time.Time) Result {
 			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 		}
 	}
+	var booked []string
+	for _, h := range held {
+		if c.restoreDraining(h) == nil {
+			booked = append(booked, h.ID)
+		}
+	}
 	c.placeAll(now, &res)
-	return res
+	return res, booked
 }
 
 // rebook moves every booking onto a fresh allocator for inv and returns

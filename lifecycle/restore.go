@@ -1,8 +1,11 @@
 package lifecycle
 
 import (
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // Restored is one function of Restore that could not come back as
@@ -104,4 +107,27 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 	}
 	res.Effects = dedupeWrites(res.Effects)
 	return res, report
+}
+
+// RestoreDraining books id on p as a replica already stopped whose
+// process may still use the GPU (on Kubernetes: pods of a Deployment
+// scaled down or deleted, seen at a restart, or pods a write that was
+// undone may have started). function may be one the core does not know.
+// The booking is released by ReplicaGone, like any drained replica's.
+func (c *Core) RestoreDraining(id, function string, p scheduler.Placement, cfg scheduler.SliceConfig) error {
+	c.begin()
+	defer c.begin()
+	return c.restoreDraining(Held{ID: id, Function: function, Placement: p, Config: cfg})
+}
+
+func (c *Core) restoreDraining(d Held) error {
+	if _, taken := c.replicas[d.ID]; taken {
+		return fmt.Errorf("replica %s: %w", d.ID, errExist)
+	}
+	if err := c.alloc.Restore(d.ID, d.Placement); err != nil {
+		return fmt.Errorf("draining replica %s: %w", d.ID, err)
+	}
+	p := d.Placement
+	c.replicas[d.ID] = &replica{id: d.ID, fn: d.Function, config: d.Config, phase: Draining, placement: &p}
+	return nil
 }

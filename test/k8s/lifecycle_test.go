@@ -32,9 +32,11 @@ func TestUpdateNeverOversubscribes(t *testing.T) {
 	filler.Labels = &fl
 	p.deploy(t, filler)
 	p.ready(t, "filler", 8, 30*time.Second) // every GPU full now
-	before := groups(t, "vit")
+	before := groupGPUs(t, "vit")
 
-	// Same slice, new image: same groups, new pods.
+	// Same slice, new image: every replica drains and is placed afresh (the
+	// lifecycle core's update), on the same GPUs since every other GPU is
+	// full, in new pods.
 	f.Image = "ghcr.io/example/vit:2"
 	p.must(t, http.StatusAccepted, http.MethodPut, "/system/functions", f)
 	if err := poll(30*time.Second, func() bool {
@@ -52,8 +54,8 @@ func TestUpdateNeverOversubscribes(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the new image did not roll out")
 	}
-	if after := groups(t, "vit"); !sameGroups(before, after) {
-		t.Errorf("groups changed on an image update: %v -> %v", before, after)
+	if after := groupGPUs(t, "vit"); !sameGroups(before, after) {
+		t.Errorf("replicas moved on an image update: %v -> %v", before, after)
 	}
 
 	// A bigger slice: 60 % does not fit next to 50 %, so vit's four 50 %
@@ -135,6 +137,19 @@ func terminating(t *testing.T, names []string) int {
 		}
 	}
 	return n
+}
+
+// groupGPUs counts a function's replicas per GPU set, from its
+// Deployments that are not being deleted.
+func groupGPUs(t *testing.T, name string) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for _, d := range liveDeployments(t, name) {
+		if *d.Spec.Replicas > 0 {
+			out[d.Annotations["gpu.faas-gpu.dev/gpu-uuids"]] += *d.Spec.Replicas
+		}
+	}
+	return out
 }
 
 func sameGroups(a, b map[string]int32) bool {

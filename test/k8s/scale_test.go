@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	appsv1 "k8s.io/api/apps/v1"
 	"net/http"
 	"testing"
 	"time"
@@ -13,14 +14,24 @@ import (
 // groups is the function's Deployments: name -> replicas.
 func groups(t *testing.T, name string) map[string]int32 {
 	t.Helper()
+	out := map[string]int32{}
+	for _, d := range liveDeployments(t, name) {
+		out[d.Name] = *d.Spec.Replicas
+	}
+	return out
+}
+
+// liveDeployments are a function's Deployments not being deleted.
+func liveDeployments(t *testing.T, name string) []appsv1.Deployment {
+	t.Helper()
 	deps, err := env.client.AppsV1().Deployments(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int32{}
+	var out []appsv1.Deployment
 	for _, d := range deps.Items {
 		if d.DeletionTimestamp == nil {
-			out[d.Name] = *d.Spec.Replicas
+			out = append(out, d)
 		}
 	}
 	return out
