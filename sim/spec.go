@@ -63,6 +63,18 @@ type Spec struct {
 
 	Policies []string
 	Options  Options
+	// Contention names the contention model (-contention): a contention
+	// file, "builtin" or "off"; empty is builtin. Options.Contention is
+	// what a run uses; ContentionModel reads this into it.
+	Contention string
+}
+
+// ContentionModel is the contention model the spec names (nil: off).
+func (s *Spec) ContentionModel() (*Contention, error) {
+	if s.Contention == "" {
+		return DefaultContention(), nil
+	}
+	return LoadContention(s.Contention)
 }
 
 // ResolveModels expands model selectors against the 69 torchvision
@@ -515,6 +527,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 	})
 	f.duration("warm-ttl", 10*time.Minute, "the provider's -warm-ttl", func(s *Spec, v time.Duration) error {
 		s.Options.WarmTTL = v
+		return nil
+	})
+	f.str("contention", "builtin", "how replicas busy at once slow each other: a contention file ("+ContentionHeader+"; hack/gpu-check.sh writes one), builtin (calibrated on FaST-GShare's slide 17) or off (co-located slices never touch)", func(s *Spec, v string) error {
+		if _, err := LoadContention(v); err != nil {
+			return fmt.Errorf("-contention: %w", err)
+		}
+		s.Contention = v
 		return nil
 	})
 	return f
