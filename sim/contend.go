@@ -29,7 +29,7 @@ func (e *Engine) contendAdd(r *replica, d time.Duration) {
 	e.contendAdvance(n)
 	m := &e.models[r.batchModel]
 	r.work = float64(d)
-	r.gpuFrac = m.gpuFraction(len(r.running), r.sm, d)
+	r.gpuFrac, r.hostFrac = m.fractions(len(r.running), r.sm, r.quota, d)
 	r.penalty = m.penalty
 	r.weight = float64(r.share) / fullShare
 	r.rate = 0 // planned below, whatever its rate
@@ -57,11 +57,11 @@ func (e *Engine) contendRates(n *nodeState) {
 	host := 0.0
 	for _, r := range n.running {
 		r.gpu.cWeight += r.weight
-		host += 1 - r.gpuFrac
+		host += r.hostFrac
 	}
 	cpu := max(1, host/n.cores)
 	for _, r := range n.running {
-		r.gpu.cLoad += r.weight * r.gpuFrac / ((1-r.gpuFrac)*cpu + r.gpuFrac)
+		r.gpu.cLoad += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac)
 	}
 	for _, g := range n.gpus {
 		if g.cLoad > 1+1e-12 {
@@ -70,7 +70,7 @@ func (e *Engine) contendRates(n *nodeState) {
 	}
 	for _, r := range n.running {
 		g := r.gpu
-		stretch := (1-r.gpuFrac)*cpu + r.gpuFrac*g.cStretch
+		stretch := r.others(cpu) + r.gpuFrac*g.cStretch
 		rate := 1 / (stretch * (1 + r.penalty*(g.cWeight-r.weight)))
 		if rate != r.rate {
 			r.rate = rate
@@ -80,16 +80,23 @@ func (e *Engine) contendRates(n *nodeState) {
 	}
 }
 
+// others is the part of r's batch that is not GPU work, stretched by the
+// node's CPU: its host part, and (below full quota) the wait for its time
+// slices, which no neighbour changes.
+func (r *replica) others(cpu float64) float64 {
+	return 1 - r.gpuFrac - r.hostFrac + r.hostFrac*cpu
+}
+
 // gpuStretch is how much longer the GPU parts on g take so that its busy
 // replicas occupy exactly the whole GPU: the σ ≥ 1 where
-// Σ weight·f / ((1−f)·cpu + f·σ) = 1 (f: GPU fraction), by bisection
+// Σ weight·f / (others + f·σ) = 1 (f: GPU fraction), by bisection
 // (the left side falls with σ, and is at most Σ weight / σ).
 func (e *Engine) gpuStretch(n *nodeState, g *gpuState, cpu float64) float64 {
 	load := func(s float64) float64 {
 		sum := 0.0
 		for _, r := range n.running {
 			if r.gpu == g {
-				sum += r.weight * r.gpuFrac / ((1-r.gpuFrac)*cpu + r.gpuFrac*s)
+				sum += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac*s)
 			}
 		}
 		return sum
@@ -121,20 +128,27 @@ func (e *Engine) contendDone(r *replica, gen uint64) {
 	e.finish(r)
 }
 
-// gpuFraction is the share of a batch of k requests, taking d alone on
-// sm % of the SMs, that its GPU part takes (profiles.Split of the
-// smallest measured batch holding k). Without a split (fewer than
-// profiles.MinSplitPoints SM shares measured) the whole batch counts as
-// GPU work, as time sharing was modelled before.
-func (m *modelInfo) gpuFraction(k, sm int, d time.Duration) float64 {
+// fractions are the shares of a batch of k requests, taking d alone on
+// sm % of the SMs at quota %, that its GPU part and its host part take
+// (profiles.Split of the smallest measured batch holding k). At full
+// quota the host part is the rest; below it, the rest beyond the split's
+// host time is the wait for the replica's time slices. Without a split
+// (fewer than profiles.MinSplitPoints SM shares measured) the whole batch
+// counts as GPU work, as time sharing was modelled before.
+func (m *modelInfo) fractions(k, sm, quota int, d time.Duration) (gpuFrac, hostFrac float64) {
 	if d <= 0 || sm <= 0 {
-		return 0
+		return 0, 0
 	}
 	s, ok := m.splitFor(k)
 	if !ok {
-		return 1
+		return 1, 0
 	}
-	return min(1, s.GPUPartMs(float64(sm))*float64(time.Millisecond)/float64(d))
+	ms := float64(d) / float64(time.Millisecond)
+	gpuFrac = min(1, s.GPUPartMs(float64(sm))/ms)
+	if quota >= profiles.FullQuota {
+		return gpuFrac, 1 - gpuFrac
+	}
+	return gpuFrac, min(1-gpuFrac, s.HostMs/ms)
 }
 
 func (m *modelInfo) splitFor(k int) (profiles.Split, bool) {

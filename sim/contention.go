@@ -33,9 +33,10 @@ const DefaultPenalty = 0.25
 //     A batch of model m runs 1 + Penalty(m) × Σ (neighbour's SM share)
 //     times longer, summed over the other busy replicas of its GPU (a
 //     share of the whole GPU is 1). An idle neighbour costs nothing.
-//   - Host CPU: each busy replica's host part keeps a core busy; when the
-//     busy replicas of a node need more cores than it has
-//     (gpu.Node.Cores), host parts stretch in proportion.
+//   - Host CPU: each busy replica's host part keeps a core busy (below
+//     full quota, the wait for its time slices does not); when the busy
+//     replicas of a node need more cores than it has (gpu.Node.Cores),
+//     host parts stretch in proportion.
 //
 // A nil *Contention is none: the simulator before this model, where
 // slices never touch and time sharing is k busy pods at 1/k speed.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/profiles"
-	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // pinned places one replica per function where a test says, at the SM
@@ -23,12 +22,14 @@ type pinned struct {
 
 type pin struct {
 	gpu, sm int
+	quota   int
 }
 
 func (p *pinned) start(e *Engine) error {
 	for i, at := range p.at {
 		r := e.newReplica(i, e.fnModel[i])
-		r.sm, r.share, r.mem = at.sm, min(at.sm, 100)*100, 1<<30
+		r.quota = at.quota
+		r.sm, r.share, r.mem = at.sm, min(at.sm, 100)*r.quota, 1<<30
 		e.launch(r, e.gpus[at.gpu], 1<<30, true, false)
 		p.reps = append(p.reps, r)
 	}
@@ -44,20 +45,19 @@ func (p *pinned) ready(e *Engine, r *replica) { e.serveQueue(r) }
 func (p *pinned) idle(e *Engine, r *replica)  { e.serveQueue(r) }
 func (p *pinned) tick(*Engine)                {}
 func (p *pinned) compute(e *Engine, r *replica, m int, _ int) time.Duration {
-	lat, err := scheduler.LatencyAt(e.models[m].prof, 1, float64(r.sm))
-	if err != nil {
-		panic(err)
-	}
-	return ms(lat)
+	return quotaLatency(e.models[m].prof, r.sm, r.quota)
 }
 
 // scaling is a profile whose batch-1 latency is host + gpu x 100 / sm ms
-// at every 5 % SM: its split is exactly (host, gpu).
+// at every 5 % SM: its split is exactly (host, gpu). At quota 50 a batch
+// takes twice as long: it waits for its time slices half the time.
 func scaling(t testing.TB, name string, host, gpuMs float64) profiles.Profile {
 	t.Helper()
 	p := profiles.Profile{Model: name, GPU: gpu.V100Product, MemoryBytes: 1536 << 20, ModelSizeBytes: 128 << 20, LoadTime: time.Second}
 	for s := 5; s <= 100; s += 5 {
-		p.Points = append(p.Points, profiles.Point{Batch: 1, SM: s, Quota: 100, Latency: host + gpuMs*100/float64(s)})
+		lat := host + gpuMs*100/float64(s)
+		p.Points = append(p.Points, profiles.Point{Batch: 1, SM: s, Quota: 100, Latency: lat},
+			profiles.Point{Batch: 1, SM: s, Quota: 50, Latency: 2 * lat})
 	}
 	return p
 }
@@ -122,23 +122,30 @@ func TestContentionRates(t *testing.T) {
 		cores int
 		want  []float64 // req/s each
 	}{
-		{"two 50 % replicas fully busy run at their 50 % speed", "gpuonly", off, []pin{{0, 50}, {0, 50}}, 0, []float64{50, 50}},
-		{"one alone on its 50 %", "gpuonly", off, []pin{{0, 50}}, 0, []float64{50}},
+		{"two 50 % replicas fully busy run at their 50 % speed", "gpuonly", off, []pin{{0, 50, 100}, {0, 50, 100}}, 0, []float64{50, 50}},
+		{"one alone on its 50 %", "gpuonly", off, []pin{{0, 50, 100}}, 0, []float64{50}},
 		// 3 x 50 % = 150 % of the GPU wanted: each gets 1/1.5 of its speed.
-		{"demand above capacity slows in proportion", "gpuonly", off, []pin{{0, 50}, {0, 50}, {0, 50}}, 0, []float64{100.0 / 3, 100.0 / 3, 100.0 / 3}},
-		{"racing whole-GPU pods take turns", "gpuonly", off, []pin{{0, 100}, {0, 100}}, 0, []float64{50, 50}},
+		{"demand above capacity slows in proportion", "gpuonly", off, []pin{{0, 50, 100}, {0, 50, 100}, {0, 50, 100}}, 0, []float64{100.0 / 3, 100.0 / 3, 100.0 / 3}},
+		{"racing whole-GPU pods take turns", "gpuonly", off, []pin{{0, 100, 100}, {0, 100, 100}}, 0, []float64{50, 50}},
 		// Host parts overlap: only the GPU thirds (at 100 %) compete.
 		// Two at 100 %: load 2 x 1/3 < 1, no stretch.
-		{"host parts do not take turns", "mixed", off, []pin{{0, 100}, {0, 100}}, 0, []float64{100, 100}},
+		{"host parts do not take turns", "mixed", off, []pin{{0, 100, 100}, {0, 100, 100}}, 0, []float64{100, 100}},
 		// Four at 100 %: f = 0.5, load 4 x 0.5/(0.5 + 0.5 s) = 1 at s = 3:
 		// 10 ms x (0.5 + 1.5) = 20 ms.
-		{"GPU parts above capacity stretch", "mixed", off, []pin{{0, 100}, {0, 100}, {0, 100}, {0, 100}}, 0, []float64{50, 50, 50, 50}},
-		{"different GPUs do not touch", "gpuonly", pen(1), []pin{{0, 50}, {1, 50}}, 0, []float64{50, 50}},
+		{"GPU parts above capacity stretch", "mixed", off, []pin{{0, 100, 100}, {0, 100, 100}, {0, 100, 100}, {0, 100, 100}}, 0, []float64{50, 50, 50, 50}},
+		{"different GPUs do not touch", "gpuonly", pen(1), []pin{{0, 50, 100}, {1, 50, 100}}, 0, []float64{50, 50}},
 		// Neighbour of share 0.5 busy: 20 ms x (1 + 0.4 x 0.5) = 24 ms.
-		{"busy neighbour's interference", "gpuonly", pen(0.4), []pin{{0, 50}, {0, 50}}, 0, []float64{1000.0 / 24, 1000.0 / 24}},
+		{"busy neighbour's interference", "gpuonly", pen(0.4), []pin{{0, 50, 100}, {0, 50, 100}}, 0, []float64{1000.0 / 24, 1000.0 / 24}},
 		// Four host-bound replicas on two cores: each at half speed.
-		{"more busy replicas than cores", "hostonly", off, []pin{{0, 50}, {0, 50}, {1, 50}, {1, 50}}, 2, []float64{50, 50, 50, 50}},
-		{"as many as cores", "hostonly", off, []pin{{0, 50}, {1, 50}}, 2, []float64{100, 100}},
+		{"more busy replicas than cores", "hostonly", off, []pin{{0, 50, 100}, {0, 50, 100}, {1, 50, 100}, {1, 50, 100}}, 2, []float64{50, 50, 50, 50}},
+		{"as many as cores", "hostonly", off, []pin{{0, 50, 100}, {1, 50, 100}}, 2, []float64{100, 100}},
+		// Regression: the wait for time slices counted as host work, so
+		// two pods at quota 50 of a host-bound model wanted two cores.
+		// They keep one core busy between them: no slowdown on one.
+		{"waiting for time slices takes no core", "hostonly", off, []pin{{0, 50, 50}, {1, 50, 50}}, 1, []float64{50, 50}},
+		// Four want two cores of one: host halves take twice as long,
+		// 20 ms x (0.5 + 0.5 x 2) = 30 ms.
+		{"below full quota the host part still counts", "hostonly", off, []pin{{0, 50, 50}, {0, 50, 50}, {1, 50, 50}, {1, 50, 50}}, 1, []float64{1000.0 / 30, 1000.0 / 30, 1000.0 / 30, 1000.0 / 30}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,7 +181,7 @@ func TestContentionIdleNeighbourCostsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pol = &pinned{at: []pin{{0, 50}, {0, 50}}}
+	e.pol = &pinned{at: []pin{{0, 50, 100}, {0, 50, 100}}}
 	n := 0
 	e.onDone = func(_ int32, r *replica, when time.Duration) {
 		if r.fn == 0 && when >= time.Second && when < 2*time.Second {

@@ -60,9 +60,10 @@ type replica struct {
 	// of it that is GPU work, its interference penalty, its weight on the
 	// GPU (share / fullShare) and its rate (dedicated time per virtual
 	// time).
-	batchModel                     int
-	gpuFrac, penalty, weight, rate float64
-	cgen                           uint64
+	batchModel            int
+	gpuFrac, hostFrac     float64
+	penalty, weight, rate float64
+	cgen                  uint64
 
 	cfg       scheduler.SliceConfig // faas-gpu: its slice
 	tput, rpr float64               // fast-gshare family: throughput, RPR

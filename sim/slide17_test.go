@@ -27,7 +27,7 @@ func slide17(t *testing.T, c *Contention) (cat *Catalog, tput map[int][]float64)
 		for n := 1; n <= 9; n++ {
 			at := make([]pin, n)
 			for i := range at {
-				at[i] = pin{0, sm}
+				at[i] = pin{0, sm, 100}
 			}
 			sum := 0.0
 			for _, v := range closedLoop(t, cat, cluster(t, 1, 1), c, "resnet152", at) {
