@@ -49,6 +49,12 @@ type Options struct {
 	// SLO x SLOMargin / 2; fast-gshare against SLO x SLOMargin. 0 or 1:
 	// the SLO as annotated, as both systems ship.
 	SLOMargin float64
+	// FastScaleUp is the share of its pods' profiled throughput a
+	// FaST-GShare function may use before it scales up: 1 (scale up on any
+	// gap) unless set. HAS-GPU, the same group's successor, scales up at
+	// 0.9 (ScaleUpThreshold, research notes §1.9): the most generous
+	// reading of FaST-GShare's sources, an ablation.
+	FastScaleUp float64
 	// NoBacklog keeps the backlog from faas-gpu's autoscaler, which then
 	// follows the rate alone (an ablation: the provider before it measured
 	// its queues).
@@ -89,6 +95,9 @@ func (o Options) withDefaults(d time.Duration) Options {
 	}
 	if o.FastTick <= 0 {
 		o.FastTick = 10 * time.Second
+	}
+	if o.FastScaleUp <= 0 || o.FastScaleUp > 1 {
+		o.FastScaleUp = 1
 	}
 	if o.SLOMargin <= 0 || o.SLOMargin > 1 {
 		o.SLOMargin = 1

@@ -510,6 +510,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.MaxBatch = v
 		return nil
 	})
+	f.float("fast-scale-up", 1, "fast-gshare and time-sharing scale up once the rate passes this share of their pods' profiled throughput (1: any gap; 0.9: HAS-GPU's ScaleUpThreshold, the most generous reading)", func(s *Spec, v float64) error {
+		if v <= 0 || v > 1 {
+			return fmt.Errorf("-fast-scale-up: %v must be in (0, 1]", v)
+		}
+		s.Options.FastScaleUp = v
+		return nil
+	})
 	f.boolean("no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)", func(s *Spec, v bool) error {
 		s.Options.NoBacklog = v
 		return nil

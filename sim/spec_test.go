@@ -136,6 +136,8 @@ func TestSpecFlagsReject(t *testing.T) {
 		{[]string{"-models", "resnet50", "-burst-every", "0s"}, "-burst-every"},
 		{[]string{"-models", "resnet50", "-contention", "no/such/file.csv"}, "-contention"},
 		{[]string{"-models", "resnet50", "-contention", ""}, "-contention"},
+		{[]string{"-models", "resnet50", "-fast-scale-up", "0"}, "-fast-scale-up"},
+		{[]string{"-models", "resnet50", "-fast-scale-up", "1.5"}, "-fast-scale-up"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
