@@ -8,76 +8,125 @@ import (
 	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
-// nodeState is one node as the contention model sees it: the batches
-// computing on its GPUs, which share its CPU cores. Every batch
-// progresses through its dedicated (uncontended) duration at a rate that
-// the others busy at the same time set (Contention); the rates change
-// only when a batch starts or ends on the node, so between changes every
-// batch moves linearly, and its completion is planned once per change of
-// its own rate (a batch whose rate never changes completes exactly when
-// it would without the model, in the same order).
+// nodeState is one node as the contention model sees it: its GPUs, and
+// its CPU cores, which the host parts of the batches computing on them
+// share. Every batch progresses through its dedicated (uncontended)
+// duration at a rate that the others busy at the same time set
+// (Contention); the rates change only when a batch starts or ends on the
+// same GPU, or when the node's CPU factor changes, so between changes
+// every batch moves linearly, and its completion is planned again only
+// when its rate rises (a batch whose rate never changes completes exactly
+// when it would without the model, in the same order).
 type nodeState struct {
-	gpus    []*gpuState
-	cores   float64
-	running []*replica
-	last    time.Duration
+	gpus  []*gpuState
+	cores float64
+	// host is the host fractions of the batches computing on the node,
+	// busy how many there are, cpu the factor their host parts stretch by.
+	host float64
+	busy int
+	cpu  float64
 }
 
 // contendAdd starts r computing a batch that takes d on its slice alone.
 func (e *Engine) contendAdd(r *replica, d time.Duration) {
-	n := r.gpu.node
-	e.contendAdvance(n)
+	g := r.gpu
+	e.contendAdvance(g)
 	m := &e.models[r.batchModel]
 	r.work = float64(d)
 	r.gpuFrac, r.hostFrac = m.fractions(len(r.running), r.sm, r.quota, d)
 	r.penalty = m.penalty
 	r.weight = float64(r.share) / fullShare
 	r.rate = 0 // planned below, whatever its rate
-	n.running = append(n.running, r)
-	e.contendRates(n)
+	g.crun = append(g.crun, r)
+	g.node.host += r.hostFrac
+	g.node.busy++
+	e.contendChanged(g)
 }
 
-// contendAdvance charges the time since the last change to the running
+// contendDone completes r's batch if the event is its current plan.
+func (e *Engine) contendDone(r *replica, gen uint64) {
+	if gen != r.cgen {
+		return
+	}
+	g := r.gpu
+	e.contendAdvance(g)
+	if r.work > 0.5 { // slowed since planned: not done yet
+		e.planDone(r)
+		return
+	}
+	g.crun = slices.DeleteFunc(g.crun, func(x *replica) bool { return x == r })
+	n := g.node
+	if n.busy--; n.busy == 0 {
+		n.host = 0 // no float residue to carry
+	} else {
+		n.host -= r.hostFrac
+	}
+	e.contendChanged(g)
+	e.finish(r)
+}
+
+// contendAdvance charges the time since g's last change to its running
 // batches at their rates.
-func (e *Engine) contendAdvance(n *nodeState) {
-	if dt := float64(e.now - n.last); dt > 0 {
-		for _, r := range n.running {
+func (e *Engine) contendAdvance(g *gpuState) {
+	if dt := float64(e.now - g.clast); dt > 0 {
+		for _, r := range g.crun {
 			r.work -= dt * r.rate
 		}
 	}
-	n.last = e.now
+	g.clast = e.now
 }
 
-// contendRates sets every running batch's rate (dedicated time per
-// virtual time, 1 alone) from who else is busy on its GPU and node.
-func (e *Engine) contendRates(n *nodeState) {
-	for _, g := range n.gpus {
-		g.cWeight, g.cLoad, g.cStretch = 0, 0, 1
+// contendChanged sets the rates after a batch started or ended on g: g's,
+// or every GPU's of the node when its CPU factor moved.
+func (e *Engine) contendChanged(g *gpuState) {
+	n := g.node
+	cpu := max(1, n.host/n.cores)
+	if cpu == n.cpu {
+		e.contendRates(g, cpu)
+		return
 	}
-	host := 0.0
-	for _, r := range n.running {
-		r.gpu.cWeight += r.weight
-		host += r.hostFrac
-	}
-	cpu := max(1, host/n.cores)
-	for _, r := range n.running {
-		r.gpu.cLoad += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac)
-	}
-	for _, g := range n.gpus {
-		if g.cLoad > 1+1e-12 {
-			g.cStretch = e.gpuStretch(n, g, cpu)
+	n.cpu = cpu
+	for _, other := range n.gpus {
+		if other != g {
+			e.contendAdvance(other)
 		}
+		e.contendRates(other, cpu)
 	}
-	for _, r := range n.running {
-		g := r.gpu
+}
+
+// contendRates sets the rate (dedicated time per virtual time, 1 alone)
+// of every batch running on g from who else is busy there and the node's
+// CPU factor.
+func (e *Engine) contendRates(g *gpuState, cpu float64) {
+	g.cWeight, g.cLoad, g.cStretch = 0, 0, 1
+	for _, r := range g.crun {
+		g.cWeight += r.weight
+		g.cLoad += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac)
+	}
+	if g.cLoad > 1+1e-12 {
+		g.cStretch = gpuStretch(g, cpu)
+	}
+	for _, r := range g.crun {
 		stretch := r.others(cpu) + r.gpuFrac*g.cStretch
 		rate := 1 / (stretch * (1 + r.penalty*(g.cWeight-r.weight)))
-		if rate != r.rate {
+		switch {
+		case rate == r.rate:
+		case rate < r.rate && r.rate > 0:
+			// Slower: the planned completion comes too early and
+			// contendDone plans again then, which saves a heap push per
+			// neighbour that starts.
 			r.rate = rate
-			r.cgen++
-			e.after(time.Duration(math.Ceil(max(r.work, 0)/rate)), event{kind: evContend, rep: r, gen: r.cgen})
+		default:
+			r.rate = rate
+			e.planDone(r)
 		}
 	}
+}
+
+// planDone plans r's completion at its rate (earlier plans go stale).
+func (e *Engine) planDone(r *replica) {
+	r.cgen++
+	e.after(time.Duration(math.Ceil(max(r.work, 0)/r.rate)), event{kind: evContend, rep: r, gen: r.cgen})
 }
 
 // others is the part of r's batch that is not GPU work, stretched by the
@@ -91,13 +140,11 @@ func (r *replica) others(cpu float64) float64 {
 // replicas occupy exactly the whole GPU: the σ ≥ 1 where
 // Σ weight·f / (others + f·σ) = 1 (f: GPU fraction), by bisection
 // (the left side falls with σ, and is at most Σ weight / σ).
-func (e *Engine) gpuStretch(n *nodeState, g *gpuState, cpu float64) float64 {
+func gpuStretch(g *gpuState, cpu float64) float64 {
 	load := func(s float64) float64 {
 		sum := 0.0
-		for _, r := range n.running {
-			if r.gpu == g {
-				sum += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac*s)
-			}
+		for _, r := range g.crun {
+			sum += r.weight * r.gpuFrac / (r.others(cpu) + r.gpuFrac*s)
 		}
 		return sum
 	}
@@ -114,18 +161,6 @@ func (e *Engine) gpuStretch(n *nodeState, g *gpuState, cpu float64) float64 {
 		}
 	}
 	return hi
-}
-
-// contendDone completes r's batch if the event is its current plan.
-func (e *Engine) contendDone(r *replica, gen uint64) {
-	if gen != r.cgen {
-		return
-	}
-	n := r.gpu.node
-	e.contendAdvance(n)
-	n.running = slices.DeleteFunc(n.running, func(x *replica) bool { return x == r })
-	e.contendRates(n)
-	e.finish(r)
 }
 
 // fractions are the shares of a batch of k requests, taking d alone on

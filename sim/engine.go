@@ -198,7 +198,7 @@ func newEngine(name string, wl *Workload, inv gpu.Inventory, cat *Catalog, opts 
 	}
 	nodes := map[string]*nodeState{}
 	for _, n := range inv.Nodes {
-		nodes[n.Name] = &nodeState{cores: float64(n.Cores())}
+		nodes[n.Name] = &nodeState{cores: float64(n.Cores()), cpu: 1}
 	}
 	for i, d := range inv.Devices() {
 		g := &gpuState{dev: d, idx: i, node: nodes[d.Node]}

@@ -83,8 +83,11 @@ type gpuState struct {
 	busy   int // replicas computing
 	ts     timeShare
 	node   *nodeState
-	// Scratch of contendRates: the busy replicas' weights, their GPU
-	// load and the stretch of their GPU parts.
+	// Under contention: the batches computing here, when their work was
+	// last charged, and (contendRates) their weights, their GPU load and
+	// the stretch of their GPU parts.
+	crun                     []*replica
+	clast                    time.Duration
 	cWeight, cLoad, cStretch float64
 }
 
