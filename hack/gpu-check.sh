@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU, in
-# under five minutes. It
+# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU:
+# steps 1-6 in under five minutes, step 7 about four more. It
 #   1. builds faas-gpu (or takes FAAS_GPU_BIN: GPU machines often have no Go
 #      or no network),
 #   2. prints what `faas-gpu agent -once` discovers with NVML,

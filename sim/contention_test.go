@@ -201,35 +201,48 @@ func TestContentionIdleNeighbourCostsNothing(t *testing.T) {
 // want more than their GPU (all but time sharing, whose pods now overlap
 // their host parts): the same completions at the same nanoseconds.
 func TestContentionZeroPenaltyReproducesNone(t *testing.T) {
-	cat := synthCatalog(t, m("a", 10), m("b", 25), m("c", 40))
+	// Flat profiles (all host) with the quotas fast-gshare needs, and
+	// profiles with both parts (a third to all GPU at 100 %), whose slices
+	// fit their GPU: neither may move a completion by a nanosecond.
+	flat := synthCatalog(t, m("a", 10), m("b", 25), m("c", 40))
+	parts := catalogOf(t, scaling(t, "a", 5, 5), scaling(t, "b", 10, 15), scaling(t, "c", 0, 40))
 	var b strings.Builder
 	for i := range 3000 {
 		fmt.Fprintf(&b, "%.4f,f%d,%s\n", float64(i)*0.01, i%3, string(rune('a'+i%3)))
 	}
 	wl := trace(t, b.String(), TraceOptions{})
-	for _, policy := range []string{"fast-gshare", "lb", "lalb", "lalb-o3", "faas-gpu"} {
-		t.Run(policy, func(t *testing.T) {
-			inv := cluster(t, 4, 2)
-			for i := range inv.Nodes {
-				inv.Nodes[i].CPUCores = 1000
-			}
-			before, doneBefore, _ := simulate(t, policy, wl, inv, cat, Options{})
-			after, doneAfter, _ := simulate(t, policy, wl, inv, cat, Options{Contention: &Contention{}})
-			if len(doneBefore) != len(doneAfter) {
-				t.Fatalf("%d completions with a zero penalty, %d without", len(doneAfter), len(doneBefore))
-			}
-			for i := range doneBefore {
-				if doneBefore[i] != doneAfter[i] {
-					t.Fatalf("completion %d: %+v with a zero penalty, %+v without", i, doneAfter[i], doneBefore[i])
+	for _, tt := range []struct {
+		name     string
+		cat      *Catalog
+		policies []string
+	}{
+		{"all host", flat, []string{"fast-gshare", "lb", "lalb", "lalb-o3", "faas-gpu"}},
+		{"host and GPU", parts, []string{"lb", "lalb", "lalb-o3", "faas-gpu"}},
+	} {
+		for _, policy := range tt.policies {
+			t.Run(tt.name+"/"+policy, func(t *testing.T) {
+				inv := cluster(t, 4, 2)
+				for i := range inv.Nodes {
+					inv.Nodes[i].CPUCores = 1000
 				}
-			}
-			// Wall time and the event count (one event per node instead of
-			// one per batch) are the only differences.
-			before.Wall, after.Wall, before.Events, after.Events = 0, 0, 0, 0
-			if !reflect.DeepEqual(before, after) {
-				t.Errorf("results differ: mean %v / %v ms, GPU-s %v / %v", after.Mean, before.Mean, after.GPUSeconds, before.GPUSeconds)
-			}
-		})
+				before, doneBefore, _ := simulate(t, policy, wl, inv, tt.cat, Options{})
+				after, doneAfter, _ := simulate(t, policy, wl, inv, tt.cat, Options{Contention: &Contention{}})
+				if len(doneBefore) != len(doneAfter) {
+					t.Fatalf("%d completions with a zero penalty, %d without", len(doneAfter), len(doneBefore))
+				}
+				for i := range doneBefore {
+					if doneBefore[i] != doneAfter[i] {
+						t.Fatalf("completion %d: %+v with a zero penalty, %+v without", i, doneAfter[i], doneBefore[i])
+					}
+				}
+				// Wall time and the event count (completions planned
+				// again) are the only differences.
+				before.Wall, after.Wall, before.Events, after.Events = 0, 0, 0, 0
+				if !reflect.DeepEqual(before, after) {
+					t.Errorf("results differ: mean %v / %v ms, GPU-s %v / %v", after.Mean, before.Mean, after.GPUSeconds, before.GPUSeconds)
+				}
+			})
+		}
 	}
 }
 
