@@ -54,14 +54,16 @@ bench:
 
 # The published simulator runs of docs/evaluation.md: tables on stdout, CSV
 # and SVG in docs/evaluation/ (needs ../shared/data/rapp-v100-latency.csv).
+# They run with the built-in contention model; ARGS="-contention off" gives
+# the "before" column, ARGS="-contention FILE" a measured table.
 bench-sim: build
-	./$(BIN) simulate -quiet -scenario consolidation -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario throughput -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario throughput -max-batch 1 -name throughput-batch1 -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario locality -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario cost -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out docs/evaluation
-	./$(BIN) simulate -quiet -scenario scale -out docs/evaluation
+	./$(BIN) simulate -quiet -scenario consolidation -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario throughput -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario throughput -max-batch 1 -name throughput-batch1 -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario locality -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario scale -out docs/evaluation $(ARGS)
 
 clean:
 	rm -rf bin

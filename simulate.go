@@ -94,6 +94,13 @@ func simulateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	opts := spec.Options
+	if opts.Contention, err = spec.ContentionModel(); err != nil {
+		return err
+	}
+	contention := "off"
+	if opts.Contention != nil {
+		contention = opts.Contention.Source
+	}
 	if !f.quiet {
 		opts.Progress = stderr
 	}
@@ -108,8 +115,8 @@ func simulateCmd(args []string, stdout, stderr io.Writer) error {
 	if about != "" {
 		fmt.Fprintf(stdout, "scenario %s: %s\n", spec.Name, about)
 	}
-	fmt.Fprintf(stdout, "workload: %d functions, %d models, %d requests over %s; cluster: %s (%d GPUs); profiles: %s\n\n",
-		len(wl.Functions), len(wl.Models), len(wl.Arrivals), wl.Duration, inv.Source, len(inv.Devices()), cat.Source)
+	fmt.Fprintf(stdout, "workload: %d functions, %d models, %d requests over %s; cluster: %s (%d GPUs); profiles: %s; contention: %s\n\n",
+		len(wl.Functions), len(wl.Models), len(wl.Arrivals), wl.Duration, inv.Source, len(inv.Devices()), cat.Source, contention)
 	if err := sim.WriteTable(stdout, results); err != nil {
 		return err
 	}

@@ -22,6 +22,10 @@ type Device struct {
 type Node struct {
 	Name string   `json:"name"`
 	GPUs []Device `json:"gpus"`
+	// CPUCores is the node's physical CPU cores, which its replicas'
+	// host work (framework dispatch, kernel launches) shares; 0: unknown
+	// (readers take DefaultCPUCores).
+	CPUCores int `json:"cpuCores,omitempty"`
 }
 
 // Inventory is every GPU the provider may place replicas on.

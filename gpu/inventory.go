@@ -39,8 +39,24 @@ type inventoryFile struct {
 }
 
 type fileNode struct {
-	Name string    `json:"name"`
-	GPUs []fileGPU `json:"gpus"`
+	Name     string    `json:"name"`
+	GPUs     []fileGPU `json:"gpus"`
+	CPUCores int       `json:"cpuCores,omitempty"`
+}
+
+// DefaultCPUCores is a node's CPU cores when its inventory does not say:
+// an NVIDIA DGX-1 with Tesla V100, the server of the measured profiles'
+// GPU, has two 20-core Intel Xeon E5-2698 v4 (40 cores, 80 threads; NVIDIA
+// DGX-1 System Architecture white paper, WP-08437-002). Hyper-threads are
+// not counted: a replica's host work is one busy thread per launch stream.
+const DefaultCPUCores = 40
+
+// Cores is n's CPU cores, DefaultCPUCores when unknown.
+func (n Node) Cores() int {
+	if n.CPUCores > 0 {
+		return n.CPUCores
+	}
+	return DefaultCPUCores
 }
 
 type fileGPU struct {
@@ -77,7 +93,10 @@ func ParseInventory(data []byte) (Inventory, error) {
 	}
 	inv := Inventory{Emulated: true}
 	for _, fn := range f.Nodes {
-		n := Node{Name: fn.Name}
+		if fn.CPUCores < 0 {
+			return Inventory{}, fmt.Errorf("node %q: cpuCores: %d must not be negative", fn.Name, fn.CPUCores)
+		}
+		n := Node{Name: fn.Name, CPUCores: fn.CPUCores}
 		for i, g := range fn.GPUs {
 			q, err := resource.ParseQuantity(g.Memory)
 			if err != nil {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU, in
-# under five minutes. It
+# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU:
+# steps 1-6 in under five minutes, step 7 about four more. It
 #   1. builds faas-gpu (or takes FAAS_GPU_BIN: GPU machines often have no Go
 #      or no network),
 #   2. prints what `faas-gpu agent -once` discovers with NVML,
@@ -14,7 +14,15 @@
 #   6. profiles a real PyTorch model (torchvision's PROFILE_MODEL, fp16,
 #      random weights: nothing to download) with `faas-gpu profile` at the
 #      same shares and prints the profile it writes, when python3 has
-#      PyTorch with CUDA and torchvision.
+#      PyTorch with CUDA and torchvision,
+#   7. the co-location experiment (same requirement; about 4 minutes):
+#      1, 2, 4 and 8 MPS clients of one model and of two (COLOC_MODELS), at
+#      100/n % SM each and one uneven split (75/25), at batch 1 and 8, each
+#      client alone (its neighbours idle) and then all together; it writes
+#      colocation.csv (every client's latency and throughput, alone and
+#      together) and contention.csv, the table `faas-gpu simulate
+#      -contention FILE` reads (docs/evaluation.md, "Contention").
+#      GPU_CHECK_ONLY=colocate runs steps 3 and 7 only.
 # Without MPS the SM share cannot bite: expect the same req/s at every share.
 #
 # The GPU work, in this order of preference (GPU_WORK picks one):
@@ -37,6 +45,13 @@
 #                  "none" skips the step)
 #   PROFILE_DURATION  seconds per profiling phase (default 5)
 #   PROFILE_OUT    folder to copy the written profile into (default: none)
+#   COLOC_MODELS   the two torchvision models of step 7 (default
+#                  "resnet50 mobilenet_v2"; "none" skips the step)
+#   COLOC_CLIENTS  client counts (default "1 2 4 8")
+#   COLOC_BATCHES  batch sizes (default "1 8")
+#   COLOC_PHASE    seconds of each alone and together phase (default 3)
+#   COLOC_OUT      folder to copy colocation.csv and contention.csv into
+#   GPU_CHECK_ONLY=colocate  skip steps 1, 2 and 4-6
 #   KEEP=1         keep the temporary folder (logs) instead of removing it
 #   GPU_CHECK_DRY_RUN=1  no GPU needed: a CPU stand-in for the work and the
 #                  built-in inventory; checks this script's plumbing only
@@ -52,6 +67,8 @@ DURATION=${DURATION:-20}
 CONCURRENCY=${CONCURRENCY:-4}
 TARGET_MS=${TARGET_MS:-25}
 DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
+ONLY=${GPU_CHECK_ONLY:-}
+[[ -z $ONLY || $ONLY == colocate ]] || { echo "gpu-check: GPU_CHECK_ONLY=$ONLY: only colocate is known" >&2; exit 2; }
 
 serve_pid=""
 child=""
@@ -374,7 +391,207 @@ print(json.dumps({
 }))
 PY
 
+# ------------------------------------------------- the co-location driver
+cat >"$work/coloc.py" <<'PY'
+"""faas-gpu's co-location experiment: MPS clients alone and together.
+
+worker KIND MODEL BATCH   one client: loads MODEL (KIND model: torchvision,
+                          fp16, random weights; cpu: a CPU stand-in), warms
+                          up, prints "ready", then answers "run SECONDS" on
+                          stdin with one JSON line (median ms per batch,
+                          requests per second) until "quit".
+drive OUT PHASE CLIENTS MODELS BATCHES KIND PIDS
+                          the grid: for each batch, 1 model and 2 models, n
+                          clients at 100/n % SM each (and one uneven split),
+                          each client alone, then all together; writes
+                          OUT/colocation.csv (every measurement) and
+                          OUT/contention.csv (faas-gpu simulate -contention).
+"""
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def worker(kind, model, batch):
+    batch = int(batch)
+    if kind == "model":
+        import torch
+        import torchvision
+
+        net = getattr(torchvision.models, model)(weights=None).cuda().eval().half()
+        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+
+        def step():
+            with torch.inference_mode():
+                net(x)
+            torch.cuda.synchronize()
+    elif kind == "cpu":  # GPU_CHECK_DRY_RUN: plumbing only
+        def step():
+            s = 0
+            for i in range(2000 * batch):
+                s += i
+    else:
+        raise SystemExit("unknown kind " + kind)
+    for _ in range(3):
+        step()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            return
+        seconds = float(cmd[1])
+        lat = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            t0 = time.perf_counter()
+            step()
+            lat.append((time.perf_counter() - t0) * 1000)
+        elapsed = time.perf_counter() - start
+        print(json.dumps({"ms": statistics.median(lat), "rps": len(lat) * batch / elapsed}), flush=True)
+
+
+class Client:
+    def __init__(self, kind, model, batch, sm, pids):
+        env = dict(os.environ, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=str(sm))
+        self.model, self.batch, self.sm = model, batch, sm
+        self.p = subprocess.Popen([sys.executable, __file__, "worker", kind, model, str(batch)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        if pids:  # the script stops every pid recorded here on exit
+            open(os.path.join(pids, str(self.p.pid)), "w").close()
+
+    def wait_ready(self):
+        line = self.p.stdout.readline()
+        if line.strip() != "ready":
+            raise SystemExit("client %s sm %d batch %d did not start" % (self.model, self.sm, self.batch))
+
+    def start(self, seconds):
+        self.p.stdin.write("run %s\n" % seconds)
+        self.p.stdin.flush()
+
+    def result(self):
+        return json.loads(self.p.stdout.readline())
+
+    def stop(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            pass
+        self.p.wait(timeout=30)
+
+
+def configs(clients, models, batches):
+    """(label, batch, [(model, sm)]) for the whole grid."""
+    out = []
+    for b in batches:
+        for n in clients:
+            sm = max(1, 100 // n)
+            out.append(("1 model", b, [(models[0], sm)] * n))
+            if n >= 2 and len(models) > 1:
+                out.append(("2 models", b, [(models[i % 2], sm) for i in range(n)]))
+        if 2 in clients:  # the uneven split
+            out.append(("1 model, uneven", b, [(models[0], 75), (models[0], 25)]))
+    return out
+
+
+def drive(out, phase, clients, models, batches, kind, pids):
+    phase = float(phase)
+    clients = [int(c) for c in clients.split()]
+    models = models.split()
+    batches = [int(b) for b in batches.split()]
+    rows = []
+    for label, b, members in configs(clients, models, batches):
+        cs = [Client(kind, m, b, sm, pids) for m, sm in members]
+        try:
+            for c in cs:
+                c.wait_ready()
+            alone = {}
+            for c in cs:  # each client alone, its neighbours idle
+                key = (c.model, c.sm)
+                if key not in alone:
+                    c.start(phase)
+                    alone[key] = c.result()
+            for c in cs:
+                c.start(phase)
+            together = [c.result() for c in cs]
+        finally:
+            for c in cs:
+                c.stop()
+        for i, c in enumerate(cs):
+            a, t = alone[(c.model, c.sm)], together[i]
+            others = sum(o.sm for j, o in enumerate(cs) if j != i)
+            rows.append({"config": label, "batch": b, "clients": len(cs), "client": i, "model": c.model,
+                         "sm": c.sm, "neighbours_sm": others,
+                         "alone_ms": round(a["ms"], 3), "alone_rps": round(a["rps"], 2),
+                         "together_ms": round(t["ms"], 3), "together_rps": round(t["rps"], 2)})
+        print("%-16s batch %d, %d clients: %s" % (label, b, len(cs), ", ".join(
+            "%s@%d%% %.1f->%.1f ms" % (r["model"], r["sm"], r["alone_ms"], r["together_ms"])
+            for r in rows[-len(cs):])), flush=True)
+    with open(os.path.join(out, "colocation.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    # The simulator's model: a client's batch runs 1 + penalty x (its
+    # neighbours' SM shares, 1 = a whole GPU) times longer. Splits add up
+    # to 100 % here, so no GPU time sharing is in the measurement: the
+    # penalty is (together / alone - 1) / (neighbours' SM / 100), the
+    # median per model.
+    per = {}
+    for r in rows:
+        if r["neighbours_sm"] > 0 and r["alone_ms"] > 0:
+            per.setdefault(r["model"], []).append(max(0.0, (r["together_ms"] / r["alone_ms"] - 1) / (r["neighbours_sm"] / 100)))
+    with open(os.path.join(out, "contention.csv"), "w") as f:
+        f.write("# written by hack/gpu-check.sh's co-location experiment (%s, %s s a phase)\n" % (kind, phase))
+        f.write("model,penalty\n")
+        every = [v for vs in per.values() for v in vs]
+        if every:
+            f.write("*,%.4f\n" % statistics.median(every))
+        for m in sorted(per):
+            f.write("%s,%.4f\n" % (m, statistics.median(per[m])))
+    print(open(os.path.join(out, "contention.csv")).read(), end="")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "worker":
+        worker(*sys.argv[2:5])
+    elif sys.argv[1] == "drive":
+        drive(*sys.argv[2:9])
+    else:
+        raise SystemExit(__doc__)
+PY
+
+# colocate runs step 7: the co-location experiment.
+colocate() {
+	local kind="" models=${COLOC_MODELS:-"resnet50 mobilenet_v2"}
+	if [[ $models == none ]]; then
+		return 0
+	elif ((DRY_RUN)); then
+		kind=cpu
+	elif has_python 'import sys, torch, torchvision; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+		kind=model
+	else
+		log "no PyTorch with CUDA and torchvision for python3: no co-location experiment"
+		return 0
+	fi
+	log "co-location: ${COLOC_CLIENTS:-1 2 4 8} MPS clients of $models, batch ${COLOC_BATCHES:-1 8} ($kind; MPS: $mps)"
+	[[ $mps != off* ]] || ((DRY_RUN)) || echo "without MPS the SM shares are not enforced: the clients race"
+	mkdir -p "$work/coloc"
+	CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" run_bg python3 "$work/coloc.py" drive "$work/coloc" "${COLOC_PHASE:-3}" \
+		"${COLOC_CLIENTS:-1 2 4 8}" "$models" "${COLOC_BATCHES:-1 8}" "$kind" "$work/pids" ||
+		die "the co-location experiment failed"
+	if [[ -n ${COLOC_OUT:-} ]]; then
+		mkdir -p "$COLOC_OUT" && cp "$work/coloc/colocation.csv" "$work/coloc/contention.csv" "$COLOC_OUT/" &&
+			echo "copied to $COLOC_OUT/ (faas-gpu simulate -contention $COLOC_OUT/contention.csv)"
+	fi
+}
+has_python() { python3 -c "$1" >/dev/null 2>&1; }
+
 # ------------------------------------------------------------------ 1. build
+if [[ $ONLY != colocate ]]; then
 log "faas-gpu"
 if [[ -n ${FAAS_GPU_BIN:-} ]]; then
 	bin=$FAAS_GPU_BIN
@@ -398,6 +615,7 @@ if ! "$bin" agent -once; then
 	((DRY_RUN)) || die "the agent found no GPU through NVML"
 	echo "(dry run: going on without NVML)"
 fi
+fi # GPU_CHECK_ONLY
 
 # --------------------------------------------------------- the GPU work kind
 nvcc_bin=$(command -v nvcc || true)
@@ -412,7 +630,6 @@ build_nvcc() {
 		return 1
 	}
 }
-has_python() { python3 -c "$1" >/dev/null 2>&1; }
 gpu_work=${GPU_WORK:-}
 if ((DRY_RUN)); then
 	gpu_work=cpu
@@ -465,6 +682,10 @@ fi
 log "MPS: $mps"
 if [[ $mps == off* ]]; then
 	echo "without MPS the SM share is not enforced: expect about the same req/s at every share"
+fi
+if [[ $ONLY == colocate ]]; then
+	colocate
+	exit 0
 fi
 
 # ----------------------------------------------------------------- 4. serve
@@ -617,3 +838,6 @@ if [[ -n $model_work ]]; then
 		mkdir -p "$PROFILE_OUT" && cp "$work/$PROFILE_MODEL.yaml" "$PROFILE_OUT/" && echo "copied to $PROFILE_OUT/$PROFILE_MODEL.yaml"
 	fi
 fi
+
+# ------------------------------------------------ 7. co-location experiment
+colocate

@@ -25,15 +25,22 @@ func BenchmarkSimulate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Each policy without contention and with the built-in model: the
+	// difference is what contention costs.
 	for _, policy := range []string{"time-sharing", "lb", "lalb", "lalb-o3", "faas-gpu"} {
-		b.Run(policy, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := RunPolicy(Config{Workload: wl, Inventory: inv, Catalog: cat}, policy); err != nil {
-					b.Fatal(err)
+		for _, c := range []struct {
+			name string
+			c    *Contention
+		}{{"off", nil}, {"contention", DefaultContention()}} {
+			b.Run(policy+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := RunPolicy(Config{Workload: wl, Inventory: inv, Catalog: cat, Options: Options{Contention: c.c}}, policy); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(len(wl.Arrivals))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
-		})
+				b.ReportMetric(float64(len(wl.Arrivals))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+			})
+		}
 	}
 }

@@ -125,6 +125,11 @@ type modelInfo struct {
 	load    time.Duration // cold load into a new process
 	fullLat time.Duration // batch 1 on the whole GPU
 	batches []int         // measured at quota 100, ascending
+	// splits are the host and GPU parts of the batches that have one,
+	// ascending (profiles.Split); penalty is its interference penalty
+	// under contention.
+	splits  []profiles.Split
+	penalty float64
 }
 
 // contextBytes is what a process pays before its first model: the
@@ -150,6 +155,11 @@ func (c *Catalog) model(name, product string) (modelInfo, error) {
 	}
 	m.fullLat = ms(lat)
 	m.batches = p.Batches(profiles.FullQuota)
+	for _, b := range m.batches {
+		if s, err := p.Split(b); err == nil {
+			m.splits = append(m.splits, s)
+		}
+	}
 	return m, nil
 }
 

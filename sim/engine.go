@@ -49,6 +49,12 @@ type Options struct {
 	// SLO x SLOMargin / 2; fast-gshare against SLO x SLOMargin. 0 or 1:
 	// the SLO as annotated, as both systems ship.
 	SLOMargin float64
+	// FastScaleUp is the share of its pods' profiled throughput a
+	// FaST-GShare function may use before it scales up: 1 (scale up on any
+	// gap) unless set. HAS-GPU, the same group's successor, scales up at
+	// 0.9 (ScaleUpThreshold, research notes §1.9): the most generous
+	// reading of FaST-GShare's sources, an ablation.
+	FastScaleUp float64
 	// NoBacklog keeps the backlog from faas-gpu's autoscaler, which then
 	// follows the rate alone (an ablation: the provider before it measured
 	// its queues).
@@ -62,6 +68,10 @@ type Options struct {
 	// measurements (latency, SLO, throughput, cache): caches fill and
 	// autoscalers settle first. GPU accounting covers the whole run.
 	Warmup time.Duration
+	// Contention slows replicas busy at the same time on one GPU or node
+	// (see Contention; nil: none, every batch takes its profiled latency,
+	// and time sharing is k busy pods at 1/k speed).
+	Contention *Contention
 	// Progress receives a line about every two wall seconds (nil: none).
 	Progress io.Writer
 }
@@ -90,6 +100,9 @@ func (o Options) withDefaults(d time.Duration) Options {
 	}
 	if o.FastTick <= 0 {
 		o.FastTick = 10 * time.Second
+	}
+	if o.FastScaleUp <= 0 || o.FastScaleUp > 1 {
+		o.FastScaleUp = 1
 	}
 	if o.SLOMargin <= 0 || o.SLOMargin > 1 {
 		o.SLOMargin = 1
@@ -188,10 +201,20 @@ func newEngine(name string, wl *Workload, inv gpu.Inventory, cat *Catalog, opts 
 		}
 		e.fnModel = append(e.fnModel, i)
 	}
+	nodes := map[string]*nodeState{}
+	for _, n := range inv.Nodes {
+		nodes[n.Name] = &nodeState{cores: float64(n.Cores()), cpu: 1}
+	}
 	for i, d := range inv.Devices() {
-		g := &gpuState{dev: d, idx: i}
+		g := &gpuState{dev: d, idx: i, node: nodes[d.Node]}
+		g.node.gpus = append(g.node.gpus, g)
 		e.gpus = append(e.gpus, g)
 		e.byUUID[d.UUID] = g
+	}
+	if c := e.opts.Contention; c != nil {
+		for i := range e.models {
+			e.models[i].penalty = c.Penalty(e.models[i].name)
+		}
 	}
 	if len(e.gpus) == 0 {
 		return nil, fmt.Errorf("cluster: no GPUs")
@@ -278,6 +301,8 @@ func (e *Engine) handle(ev event) {
 		}
 	case evShare:
 		e.shareStep(ev.gpu, ev.gen)
+	case evContend:
+		e.contendDone(ev.rep, ev.gen)
 	case evTick:
 		e.pol.tick(e)
 		e.after(e.tickEvery, event{kind: evTick})
@@ -381,6 +406,7 @@ func (e *Engine) serve(r *replica, reqs []int32) {
 	}
 	r.running = append(r.running[:0], reqs...)
 	r.busy = true
+	r.batchModel = m
 	r.gen++
 	compute := e.pol.compute(e, r, m, len(reqs))
 	if load := e.loadTime(info, o); load > 0 {
@@ -393,6 +419,10 @@ func (e *Engine) serve(r *replica, reqs []int32) {
 
 func (e *Engine) startCompute(r *replica, d time.Duration) {
 	e.setBusy(r.gpu, 1)
+	if e.opts.Contention != nil {
+		e.contendAdd(r, d)
+		return
+	}
 	if e.timeShared {
 		e.shareAdd(r, d)
 		return

@@ -23,6 +23,9 @@ const (
 	// evLoaded: replica rep finished loading a model and starts computing
 	// (time-shared GPUs only; elsewhere load and compute are one event).
 	evLoaded
+	// evContend: replica rep's batch completes under the contention model
+	// (stale if gen differs from the replica's plan, cgen).
+	evContend
 )
 
 // event is one thing that happens at a virtual time. It is a value, not an

@@ -265,6 +265,9 @@ func (p *fastFamily) tick(e *Engine) {
 		for _, r := range f.live {
 			capacity += r.tput
 		}
+		// Usable capacity: with FastScaleUp < 1 the function keeps that
+		// much headroom (and sheds pods only beyond the band above it).
+		capacity *= e.opts.FastScaleUp
 		gap := rate - capacity
 		switch {
 		case gap > 0:
@@ -278,6 +281,7 @@ func (p *fastFamily) tick(e *Engine) {
 
 func (p *fastFamily) scaleUp(e *Engine, f *fastFn, gap float64) {
 	room := f.spec.maxReplicas() - len(f.live)
+	gap /= e.opts.FastScaleUp // pods to add at their usable throughput
 	n := int(gap / f.best.tput)
 	for range min(n, room) {
 		p.add(e, f, f.best)

@@ -54,8 +54,16 @@ type replica struct {
 	// compute is the computing time of the batch whose model is loading.
 	compute time.Duration
 	// work is the dedicated-GPU time (ns) the running batch still needs,
-	// on a time-shared GPU.
+	// on a time-shared GPU or under contention.
 	work float64
+	// Under contention (contend.go): the running batch's model, the share
+	// of it that is GPU work, its interference penalty, its weight on the
+	// GPU (share / fullShare) and its rate (dedicated time per virtual
+	// time).
+	batchModel            int
+	gpuFrac, hostFrac     float64
+	penalty, weight, rate float64
+	cgen                  uint64
 
 	cfg       scheduler.SliceConfig // faas-gpu: its slice
 	tput, rpr float64               // fast-gshare family: throughput, RPR
@@ -74,6 +82,13 @@ type gpuState struct {
 	alloc  int // SM x time share of the replicas in service (fullShare = all)
 	busy   int // replicas computing
 	ts     timeShare
+	node   *nodeState
+	// Under contention: the batches computing here, when their work was
+	// last charged, and (contendRates) their weights, their GPU load and
+	// the stretch of their GPU parts.
+	crun                     []*replica
+	clast                    time.Duration
+	cWeight, cLoad, cStretch float64
 }
 
 // fifo is a queue of request numbers.

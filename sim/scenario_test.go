@@ -7,7 +7,7 @@ import (
 
 // runScenario runs a published scenario, shortened by shrink, on the
 // measured table beside the repository (skipped without it, as the
-// profiles package's table tests are).
+// profiles package's table tests are), with contention as published.
 func runScenario(t *testing.T, name string, shrink func(*Spec)) map[string]*Result {
 	t.Helper()
 	path := FindTable(".")
@@ -35,7 +35,13 @@ func runScenario(t *testing.T, name string, shrink func(*Spec)) map[string]*Resu
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(Config{Workload: wl, Inventory: inv, Catalog: cat, Policies: spec.Policies, Options: spec.Options})
+	// As faas-gpu simulate runs it: with the spec's contention model (the
+	// built-in one unless the scenario names another).
+	opts := spec.Options
+	if opts.Contention, err = spec.ContentionModel(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(Config{Workload: wl, Inventory: inv, Catalog: cat, Policies: spec.Policies, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

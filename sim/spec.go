@@ -63,6 +63,18 @@ type Spec struct {
 
 	Policies []string
 	Options  Options
+	// Contention names the contention model (-contention): a contention
+	// file, "builtin" or "off"; empty is builtin. Options.Contention is
+	// what a run uses; ContentionModel reads this into it.
+	Contention string
+}
+
+// ContentionModel is the contention model the spec names (nil: off).
+func (s *Spec) ContentionModel() (*Contention, error) {
+	if s.Contention == "" {
+		return DefaultContention(), nil
+	}
+	return LoadContention(s.Contention)
 }
 
 // ResolveModels expands model selectors against the 69 torchvision
@@ -498,6 +510,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.MaxBatch = v
 		return nil
 	})
+	f.float("fast-scale-up", 1, "fast-gshare and time-sharing scale up once the rate passes this share of their pods' profiled throughput (1: any gap; 0.9: HAS-GPU's ScaleUpThreshold, the most generous reading)", func(s *Spec, v float64) error {
+		if v <= 0 || v > 1 {
+			return fmt.Errorf("-fast-scale-up: %v must be in (0, 1]", v)
+		}
+		s.Options.FastScaleUp = v
+		return nil
+	})
 	f.boolean("no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)", func(s *Spec, v bool) error {
 		s.Options.NoBacklog = v
 		return nil
@@ -515,6 +534,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 	})
 	f.duration("warm-ttl", 10*time.Minute, "the provider's -warm-ttl", func(s *Spec, v time.Duration) error {
 		s.Options.WarmTTL = v
+		return nil
+	})
+	f.str("contention", "builtin", "how replicas busy at once slow each other: a contention file ("+ContentionHeader+"; hack/gpu-check.sh writes one), builtin (calibrated on FaST-GShare's slide 17) or off (co-located slices never touch)", func(s *Spec, v string) error {
+		if _, err := LoadContention(v); err != nil {
+			return fmt.Errorf("-contention: %w", err)
+		}
+		s.Contention = v
 		return nil
 	})
 	return f

@@ -90,6 +90,19 @@ func TestSpecFlags(t *testing.T) {
 			}
 			return ""
 		}},
+		{"contention is built in unless given", []string{"-scenario", "cost"}, func(s Spec) string {
+			c, err := s.ContentionModel()
+			if err != nil || c == nil || c.Default != DefaultPenalty {
+				return "not the built-in contention model"
+			}
+			return ""
+		}},
+		{"-contention off", []string{"-scenario", "cost", "-contention", "off"}, func(s Spec) string {
+			if c, err := s.ContentionModel(); err != nil || c != nil {
+				return "contention not off"
+			}
+			return ""
+		}},
 		{"scenario values stay unless overridden", []string{"-scenario", "locality", "-warmup", "1s", "-name", "loc2"}, func(s Spec) string {
 			if s.Options.Warmup != time.Second || s.Min != 4 || s.Max != 4 || s.Zipf != 1.1 || s.Name != "loc2" || s.Duration != 20*time.Minute {
 				return "scenario not kept under the overrides"
@@ -121,6 +134,10 @@ func TestSpecFlagsReject(t *testing.T) {
 		{[]string{"-models", "resnet50", "-burst-rate", "-1"}, "-burst-rate"},
 		{[]string{"-models", "resnet50", "-burst-rate", "5", "-burst-every", "5s"}, "-burst-length"},
 		{[]string{"-models", "resnet50", "-burst-every", "0s"}, "-burst-every"},
+		{[]string{"-models", "resnet50", "-contention", "no/such/file.csv"}, "-contention"},
+		{[]string{"-models", "resnet50", "-contention", ""}, "-contention"},
+		{[]string{"-models", "resnet50", "-fast-scale-up", "0"}, "-fast-scale-up"},
+		{[]string{"-models", "resnet50", "-fast-scale-up", "1.5"}, "-fast-scale-up"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

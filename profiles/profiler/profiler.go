@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/openfaas/faas-provider/types"
 )
 
@@ -36,6 +37,11 @@ type Result struct {
 	Duration            time.Duration // per phase
 	Finished            time.Time
 	Points              []Measurement
+	// Splits are each batch's host and GPU parts fitted on the measured
+	// SM shares (profiles.Split; a batch measured at fewer than
+	// profiles.MinSplitPoints shares has none): what the simulator's
+	// contention model reads of a profile.
+	Splits []profiles.Split
 }
 
 // Run profiles o.Function through api: for each batch and SM %, one
@@ -89,6 +95,10 @@ func Run(ctx context.Context, api API, o Options) (res Result, err error) {
 		r.pr.printf("warning: faas-gpu's backends give a replica of a fixed SM %% FAAS_GPU_BATCH=1 over the copy's own; " +
 			"unless this provider passes the copy's through, points above batch 1 measure batch 1 with more requests in flight (docs/profiling.md)")
 	}
+	if len(o.SMs) < profiles.MinSplitPoints {
+		r.pr.printf("warning: %d SM shares: splitting latency into host and GPU parts needs at least %d (docs/profiles.md); "+
+			"the simulator then counts the whole latency as GPU work", len(o.SMs), profiles.MinSplitPoints)
+	}
 	for _, batch := range o.Batches {
 		for _, sm := range o.SMs {
 			m, err := r.measure(ctx, orig, sm, batch)
@@ -101,8 +111,29 @@ func Run(ctx context.Context, api API, o Options) (res Result, err error) {
 	if res.GPU == "" {
 		res.GPU = r.product
 	}
+	res.Splits = splits(res.Points, o.Batches)
+	for _, s := range res.Splits {
+		r.pr.printf("batch %d: host %.2f ms + GPU %.2f ms x 100/sm (fit error %.1f %% rms, %.1f %% at worst)",
+			s.Batch, s.HostMs, s.GPUMs, 100*s.RMSError, 100*s.MaxError)
+	}
 	res.Finished = time.Now()
 	return res, nil
+}
+
+// splits fits the host and GPU parts of each batch measured at enough SM
+// shares, on the p50 latencies the profile is written with.
+func splits(ms []Measurement, batches []int) []profiles.Split {
+	p := profiles.Profile{}
+	for _, m := range ms {
+		p.Points = append(p.Points, profiles.Point{Batch: m.Batch, SM: m.SM, Quota: profiles.FullQuota, Latency: milliseconds(m.Latency.P50)})
+	}
+	var out []profiles.Split
+	for _, b := range batches {
+		if s, err := p.Split(b); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // run is one Run's state.
