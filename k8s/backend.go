@@ -113,6 +113,9 @@ type Backend struct {
 	viewTime time.Time
 
 	inflight sync.Map // pod UID -> *atomic.Int64
+	// requests are the functions' GPU requests decoded from their records
+	// (routeinfo.go), function key -> gpu.Request.
+	requests sync.Map
 	podModel sync.Map // pod name -> model
 	// cacheHits and cacheMisses are the model-cache outcomes this instance
 	// saw: requests it proxied to a pod holding their model or not, and

@@ -152,7 +152,9 @@ func (b *Backend) startInformers() error {
 		} else {
 			b.log.Warn("cannot watch ReplicaSets: a drained replica's GPU share is freed on its Deployment's status and pods alone; grant get, list, watch on apps/replicasets (docs/kubernetes.md)", zap.String("namespace", ns))
 		}
-		_ = svc.Informer()
+		// A function's record is decoded once, when it changes, for the
+		// proxy's lookups (routeinfo.go), not once per request.
+		handle(svc.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: b.recordSeen, UpdateFunc: func(_, o any) { b.recordSeen(o) }, DeleteFunc: b.recordGone})
 		_ = sec.Informer()
 		factories = append(factories, of, sf)
 	}

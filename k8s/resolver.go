@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -111,28 +110,4 @@ func podPort(p *corev1.Pod, def int) int {
 func (b *Backend) functionModel(ns, name string) (string, error) {
 	req, err := b.functionRequest(ns, name)
 	return req.Model, err
-}
-
-// functionRequest is the function's GPU request as the leader planned it;
-// a standby, which plans nothing, reads it from the function's record.
-func (b *Backend) functionRequest(ns, name string) (gpu.Request, error) {
-	b.mu.Lock()
-	if b.st != nil {
-		req, ok := b.st.requests[fnKey(ns, name)]
-		b.mu.Unlock()
-		if !ok {
-			return gpu.Request{}, notFound(ns, name)
-		}
-		return req, nil
-	}
-	b.mu.Unlock()
-	svc, err := b.svcs.in(ns).Services(ns).Get(name)
-	if err != nil {
-		return gpu.Request{}, notFound(ns, name)
-	}
-	spec, _, err := decodeRecord(svc)
-	if err != nil {
-		return gpu.Request{}, notFound(ns, name)
-	}
-	return spec.GPU, nil
 }
