@@ -128,6 +128,16 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 				fr.Pending++
 				rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.ID, Function: v.Spec.Name(), Namespace: v.Spec.Namespace(),
 					Reason: r.Reason, ReasonCode: r.ReasonCode, Since: r.PendingSince})
+				continue
+			}
+			// Booked, but its process waits for a fixed port another
+			// replica holds: pending to whoever reads the report.
+			if b.cfg.Templates != nil {
+				if why, ok := b.cfg.Templates.Waiting(r.ID); ok {
+					fr.Pending++
+					rep.Pending = append(rep.Pending, scheduler.PendingEntry{ID: r.ID, Function: v.Spec.Name(), Namespace: v.Spec.Namespace(),
+						Reason: why, ReasonCode: scheduler.NoFitPort, Since: r.PendingSince})
+				}
 			}
 		}
 		for _, r := range v.Warm {

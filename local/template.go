@@ -47,6 +47,7 @@ type Templates struct {
 	mu       sync.Mutex
 	installs map[string]*install // by deps folder
 	ports    map[int]string      // fixed port → replica holding it, without namespaces
+	waiting  map[string]string   // replica → why it waits for a fixed port
 	freed    chan struct{}       // closed and replaced when a port is let go
 }
 
@@ -61,7 +62,7 @@ func NewTemplates(cfg TemplatesConfig) (*Templates, error) {
 	}
 	return &Templates{
 		root: root, depsDir: filepath.Join(cfg.StateDir, "deps"), log: cfg.Log, newNetNS: newNetNS,
-		installs: map[string]*install{}, ports: map[int]string{}, freed: make(chan struct{}),
+		installs: map[string]*install{}, ports: map[int]string{}, waiting: map[string]string{}, freed: make(chan struct{}),
 	}, nil
 }
 

@@ -246,10 +246,18 @@ func TestFixedPortWithoutNamespaces(t *testing.T) {
 	if second.Ready() {
 		t.Fatal("the second replica is ready while the first holds its port")
 	}
+	// /system/gpus lists it as pending with that reason (GPUReport reads
+	// Waiting).
+	if why, ok := tp.Waiting("fn-1"); !ok || !strings.Contains(why, fmt.Sprintf("upstream port %d is fixed", port)) || !strings.Contains(why, "holds it") {
+		t.Fatalf("Waiting(fn-1) = %q, %v; want the port and its holder", why, ok)
+	}
 	if err := first.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "second replica ready once the port is free", second.Ready)
+	if why, ok := tp.Waiting("fn-1"); ok {
+		t.Fatalf("still waiting once started: %q", why)
+	}
 }
 
 // With namespaces, replicas on the same fixed port run side by side, and

@@ -259,7 +259,7 @@ func (r *watchdogRunner) launch() error {
 		if err != nil {
 			// One replica per fixed port, then: the others wait for it.
 			reason := fmt.Sprintf("pending: upstream port %d is fixed and no network namespace can be made (%v)", port, err)
-			if err := r.wd.Templates.acquirePort(r.ctx, port, spec.ID, func(holder string) {
+			if err := r.wd.Templates.acquirePort(r.ctx, port, spec.ID, reason, func(holder string) {
 				r.sink(spec.ID, reason+"; replica "+holder+" holds the port")
 				r.log.Warn("replica pending", zap.String("replica", spec.ID), zap.Int("port", port), zap.String("holder", holder), zap.String("reason", reason))
 			}); err != nil {
@@ -392,9 +392,15 @@ func (r *watchdogRunner) Stop(ctx context.Context) error {
 }
 
 // acquirePort holds a fixed port for replica id, waiting while another
-// replica holds it; waiting is told the holder once.
-func (t *Templates) acquirePort(ctx context.Context, port int, id string, waiting func(holder string)) error {
+// replica holds it; waiting is told the holder once, and Waiting says why
+// the replica waits (reason) meanwhile.
+func (t *Templates) acquirePort(ctx context.Context, port int, id, reason string, waiting func(holder string)) error {
 	told := false
+	defer func() {
+		t.mu.Lock()
+		delete(t.waiting, id)
+		t.mu.Unlock()
+	}()
 	for {
 		t.mu.Lock()
 		holder, taken := t.ports[port]
@@ -403,6 +409,7 @@ func (t *Templates) acquirePort(ctx context.Context, port int, id string, waitin
 			t.mu.Unlock()
 			return nil
 		}
+		t.waiting[id] = strings.TrimPrefix(reason, "pending: ") + "; replica " + holder + " holds it"
 		freed := t.freed
 		t.mu.Unlock()
 		if !told {
@@ -415,6 +422,15 @@ func (t *Templates) acquirePort(ctx context.Context, port int, id string, waitin
 			return ctx.Err()
 		}
 	}
+}
+
+// Waiting says why replica id has not started: it waits for a fixed port
+// another replica holds.
+func (t *Templates) Waiting(id string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.waiting[id]
+	return r, ok
 }
 
 func (t *Templates) releasePort(port int, id string) {

@@ -47,11 +47,14 @@ const (
 	NoFitWholeGPUs NoFitCode = "whole_gpus"
 	// NoFitNoGPU: the inventory has no GPU at all (no GPU node yet).
 	NoFitNoGPU NoFitCode = "no_gpu"
+	// NoFitPort: booked, but waiting for a fixed upstream port another
+	// replica holds (local mode, where no network namespace can be made).
+	NoFitPort NoFitCode = "port"
 )
 
 // NoFitCodes are every NoFitCode, for exporters that show each one.
 func NoFitCodes() []NoFitCode {
-	return []NoFitCode{NoFitSM, NoFitMemory, NoFitSMOrMemory, NoFitWholeGPUs, NoFitNoGPU}
+	return []NoFitCode{NoFitSM, NoFitMemory, NoFitSMOrMemory, NoFitWholeGPUs, NoFitNoGPU, NoFitPort}
 }
 
 // NoFitCodeOf is err's NoFitCode, "" when err is not a NoFitError.
