@@ -519,7 +519,12 @@ functions:
 		})
 		// The gateway wakes it on this call (scale_from_zero) and holds
 		// the call until the replica has loaded its model.
+		starts := len(p.processReplicas("classifier"))
 		classify(t, "")
+		// The lifecycle keeps a scaled-down replica warm while memory
+		// allows, so the wake-up may reuse it: then its load is the one it
+		// paid when it started, and readyAfterSeconds still shows it.
+		t.Logf("woken: %d new process(es) (0: the warm replica came back)", len(p.processReplicas("classifier"))-starts)
 		load := metrics(t)[`faas_gpu_template_model_load_seconds{model="mobilenet_v3_small"}`]
 		r := mustDo(t, hc, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
 		var rep struct {
