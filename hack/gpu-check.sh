@@ -23,6 +23,12 @@
 #      together) and contention.csv, the table `faas-gpu simulate
 #      -contention FILE` reads (docs/evaluation.md, "Contention").
 #      GPU_CHECK_ONLY=colocate runs steps 3 and 7 only.
+#   8. the pytorch-gpu template (template/, docs/gpu-template.md) with the
+#      example classifier (examples/pytorch-classifier, TEMPLATE_MODEL),
+#      run from its build folder as local mode runs it: one call, then
+#      `faas-gpu profile` at TEMPLATE_SHARES and batch 1 and 8, its profile
+#      printed (about 2.5 minutes). GPU_CHECK_ONLY=template runs steps 1, 3,
+#      4 and 8 only (about 3 minutes): the run to do first on a lent machine.
 # Without MPS the SM share cannot bite: expect the same req/s at every share.
 #
 # The GPU work, in this order of preference (GPU_WORK picks one):
@@ -51,7 +57,13 @@
 #   COLOC_BATCHES  batch sizes (default "1 8")
 #   COLOC_PHASE    seconds of each alone and together phase (default 3)
 #   COLOC_OUT      folder to copy colocation.csv and contention.csv into
-#   GPU_CHECK_ONLY=colocate  skip steps 1, 2 and 4-6
+#   GPU_CHECK_ONLY=colocate  skip steps 1, 2 and 4-6 and 8
+#   GPU_CHECK_ONLY=template  skip steps 2, 5, 6 and 7
+#   TEMPLATE_MODEL torchvision classifier of step 8 (default resnet50;
+#                  "none" skips the step)
+#   TEMPLATE_SHARES  SM percentages of step 8 (default "25 50 100")
+#   TEMPLATE_DURATION  seconds per profiling phase of step 8 (default 3)
+#   TEMPLATE_SIZE  image side the classifier resizes to (default 224)
 #   KEEP=1         keep the temporary folder (logs) instead of removing it
 #   GPU_CHECK_DRY_RUN=1  no GPU needed: a CPU stand-in for the work and the
 #                  built-in inventory; checks this script's plumbing only
@@ -68,7 +80,7 @@ CONCURRENCY=${CONCURRENCY:-4}
 TARGET_MS=${TARGET_MS:-25}
 DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
 ONLY=${GPU_CHECK_ONLY:-}
-[[ -z $ONLY || $ONLY == colocate ]] || { echo "gpu-check: GPU_CHECK_ONLY=$ONLY: only colocate is known" >&2; exit 2; }
+[[ -z $ONLY || $ONLY == colocate || $ONLY == template ]] || { echo "gpu-check: GPU_CHECK_ONLY=$ONLY: only colocate and template are known" >&2; exit 2; }
 
 serve_pid=""
 child=""
@@ -606,6 +618,7 @@ else
 fi
 "$bin" version
 
+if [[ $ONLY != template ]]; then
 # ------------------------------------------------------- 2. what NVML sees
 log "faas-gpu agent -once"
 if command -v nvidia-smi >/dev/null; then
@@ -615,7 +628,8 @@ if ! "$bin" agent -once; then
 	((DRY_RUN)) || die "the agent found no GPU through NVML"
 	echo "(dry run: going on without NVML)"
 fi
-fi # GPU_CHECK_ONLY
+fi # GPU_CHECK_ONLY=template
+fi # GPU_CHECK_ONLY=colocate
 
 # --------------------------------------------------------- the GPU work kind
 nvcc_bin=$(command -v nvcc || true)
@@ -692,8 +706,11 @@ fi
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 api=http://127.0.0.1:$port
 log "faas-gpu serve on :$port"
-env -u basic_auth port="$port" "$bin" serve -state-dir "$work/state" -node-name gpu-check \
-	-mps-pipe-dir "$mps_pipe" >"$work/serve.log" 2>&1 &
+# Started in the folder that holds build/, where step 8 puts the template
+# function, as a user starts it after faas-cli build --shrinkwrap.
+mkdir -p "$work/stack/build"
+(cd "$work/stack" && exec env -u basic_auth port="$port" "$bin" serve -state-dir "$work/state" -node-name gpu-check \
+	-mps-pipe-dir "$mps_pipe") >"$work/serve.log" 2>&1 &
 serve_pid=$!
 for ((i = 0; i < 100; i++)); do
 	curl -fsS "$api/healthz" >/dev/null 2>&1 && break
@@ -764,6 +781,70 @@ agent_sample() {
 		echo "agent -once failed under load: $out"
 	fi
 }
+
+# --------------------------------------------- 8. the pytorch-gpu template
+template_check() {
+	local model=${TEMPLATE_MODEL:-resnet50} size=${TEMPLATE_SIZE:-224} threads=0 shares dir=$work/stack/build/classifier
+	if [[ $model == none ]]; then
+		return 0
+	elif ((DRY_RUN)); then
+		# On CPU: a small input and one thread keep the dry run short.
+		size=${TEMPLATE_SIZE:-32} threads=1
+		has_python 'import torch, torchvision' || die "the template dry run needs torch and torchvision for python3"
+	elif ! has_python 'import sys, torch, torchvision; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+		log "no PyTorch with CUDA and torchvision for python3: no template check"
+		return 0
+	fi
+	log "the pytorch-gpu template: $model, batch 1 and 8, at ${TEMPLATE_SHARES:-25 50 100} % SM (MPS: $mps)"
+	# faas-cli new + build --shrinkwrap: the template with the example as its function.
+	mkdir -p "$dir"
+	cp -r "$repo/template/pytorch-gpu/." "$dir/"
+	cp "$repo/examples/pytorch-classifier/handler.py" "$dir/function/"
+	python3 -c 'import sys, torch; from torchvision.io import encode_png
+g = torch.Generator().manual_seed(1)
+sys.stdout.buffer.write(bytes(encode_png(torch.randint(0, 255, (3, 240, 320), dtype=torch.uint8, generator=g)).tolist()))' >"$work/img.png" ||
+		die "cannot write the test image"
+	body=$(python3 - "$model" "$size" "$threads" <<'PY'
+import json, sys
+model, size, threads = sys.argv[1:4]
+print(json.dumps({
+    "service": "classifier", "image": "local/classifier:check",
+    "envVars": {"FAAS_GPU_BATCH": "8", "FAAS_GPU_BATCH_WINDOW_MS": "5", "CLASSIFIER_INPUT_SIZE": size,
+                "FAAS_GPU_CPU_THREADS": threads, "PYTHONUNBUFFERED": "1"},
+    "labels": {"com.openfaas.scale.min": "1", "com.openfaas.scale.max": "1"},
+    "annotations": {"com.openfaas.gpu.model": model, "com.openfaas.gpu.sm": "100", "com.openfaas.gpu.memory": "4Gi"},
+}))
+PY
+	)
+	curl -fsS -X POST -H 'Content-Type: application/json' -d "$body" "$api/system/functions" >/dev/null ||
+		die "deploy classifier failed"
+	for ((i = 0; i < 1200; i++)); do
+		curl -fsS "$api/system/function/classifier" 2>/dev/null |
+			python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin).get("availableReplicas", 0) > 0 else 1)' && break
+		sleep 0.1
+	done
+	curl -fsS --max-time 60 -H 'Content-Type: image/png' --data-binary @"$work/img.png" "$api/function/classifier" ||
+		die "the classifier does not answer an image"
+	echo
+	curl -fsS "$api/function/classifier/_/metrics" | grep '^faas_gpu_template_model_load_seconds' || true
+	# The copies get the GPU to themselves, one at a time.
+	curl -fsS -X POST -H 'Content-Type: application/json' -d '{"serviceName":"classifier","replicas":0}' \
+		"$api/system/scale-function/classifier" >/dev/null || die "scaling the classifier to zero failed"
+	shares=$(tr -s ' ' ',' <<<"${TEMPLATE_SHARES:-25 50 100}")
+	run_bg "$bin" profile --gateway "$api" --function classifier --sm "${shares%,}" --batch 1,8 \
+		--duration "${TEMPLATE_DURATION:-3}s" --warmup 2s --concurrency 8 --body "$work/img.png" --content-type image/png \
+		--out "$work/template-$model.yaml" || die "faas-gpu profile of the template function failed"
+	undeploy classifier
+	log "the template function's profile (MPS: $mps)"
+	cat "$work/template-$model.yaml"
+	if [[ -n ${PROFILE_OUT:-} ]]; then
+		mkdir -p "$PROFILE_OUT" && cp "$work/template-$model.yaml" "$PROFILE_OUT/" && echo "copied to $PROFILE_OUT/template-$model.yaml"
+	fi
+}
+if [[ $ONLY == template ]]; then
+	template_check
+	exit 0
+fi
 
 # ------------------------------------------------------------ 5. the shares
 # The work per request is fixed once, at 100 % SM, so every share does the
@@ -841,3 +922,4 @@ fi
 
 # ------------------------------------------------ 7. co-location experiment
 colocate
+template_check

@@ -470,6 +470,12 @@ func (b *Backend) watchdogOf(dep types.FunctionDeployment) (*buildFolder, *Watch
 		return nil, nil, nil
 	}
 	bf, ok, err := t.folder(dep.Service)
+	if orig := profileCopyOf(dep); err == nil && !ok && orig != "" {
+		// A copy `faas-gpu profile` deploys has no build folder of its own:
+		// without its original's it would run as an emulated worker, and the
+		// profile would measure the emulation instead of the function.
+		bf, ok, err = t.folder(orig)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -506,4 +512,22 @@ func (b *Backend) watchdogOf(dep types.FunctionDeployment) (*buildFolder, *Watch
 	}
 	wd.Build, wd.Templates = build, t
 	return build, &wd, nil
+}
+
+// profileCopyLabel is profiles/profiler's LabelCopyOf: the function a
+// temporary profiling copy was made from.
+const profileCopyLabel = "com.openfaas.gpu.profile-copy-of"
+
+// profileCopyOf is the original of a profiling copy, "" for any other
+// function or for a label that is not a plain function name (it becomes a
+// path under the build root).
+func profileCopyOf(dep types.FunctionDeployment) string {
+	if dep.Labels == nil {
+		return ""
+	}
+	orig := (*dep.Labels)[profileCopyLabel]
+	if orig == "" || orig == "." || orig == ".." || strings.ContainsAny(orig, `/\`) {
+		return ""
+	}
+	return orig
 }
