@@ -40,13 +40,19 @@ func (c *Core) Tick(now time.Time) Result {
 	var res Result
 	c.expireWarm(now, &res)
 	for _, fn := range c.order {
-		rate := fn.rate.Observe(fn.load.Requests, now)
+		// A rise shows in the last tick's count before the smoothed rate
+		// follows it: plan for it at once (Rising tells noise from a rise).
+		rate := max(fn.rate.Observe(fn.load.Requests, now), fn.rate.Rising())
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
 		}
 		in := scheduler.AutoscaleInput{
 			Now: now, Rate: rate, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
+		}
+		if fn.plan.Autoscaled {
+			in.SLO = fn.plan.Request.SLO
+			in.MemoryPercent = c.memoryPercent(fn.plan.Request.MemoryBytes)
 		}
 		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
@@ -83,6 +89,20 @@ func (c *Core) Tick(now time.Time) Result {
 	}
 	c.placeAll(now, &res)
 	return res
+}
+
+// memoryPercent is bytes in % of the largest GPU's memory (0 without an
+// inventory or a memory request): what a replica's memory costs the
+// autoscaler beside its SM %.
+func (c *Core) memoryPercent(bytes int64) float64 {
+	var most int64
+	for _, d := range c.inv.Devices() {
+		most = max(most, d.MemoryBytes)
+	}
+	if most <= 0 || bytes <= 0 {
+		return 0
+	}
+	return 100 * float64(bytes) / float64(most)
 }
 
 // expireWarm stops warm replicas idle for longer than the warm TTL.
