@@ -40,9 +40,7 @@ func (c *Core) Tick(now time.Time) Result {
 	var res Result
 	c.expireWarm(now, &res)
 	for _, fn := range c.order {
-		// A rise shows in the last tick's count before the smoothed rate
-		// follows it: plan for it at once (Rising tells noise from a rise).
-		rate := max(fn.rate.Observe(fn.load.Requests, now), fn.rate.Rising())
+		rate := fn.rate.Observe(fn.load.Requests, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
 		}
