@@ -64,6 +64,7 @@ bench-sim: build
 	./$(BIN) simulate -quiet -scenario cost -out docs/evaluation $(ARGS)
 	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out docs/evaluation $(ARGS)
 	./$(BIN) simulate -quiet -scenario scale -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -suite heldout -out docs/evaluation $(ARGS)
 
 clean:
 	rm -rf bin

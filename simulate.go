@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ Usage:
   faas-gpu simulate -scenario NAME [flags]     a published run (docs/evaluation.md), flags override it
   faas-gpu simulate -trace FILE [flags]        replay a trace: CSV "time,function,model", time in seconds
   faas-gpu simulate -models LIST [flags]       a generated workload
+  faas-gpu simulate -suite heldout [flags]     every workload of a suite, one line per workload and policy
 
 Scenarios: %s
 Policies:  %s
@@ -35,6 +38,7 @@ type simulateFlags struct {
 	fs                 *flag.FlagSet
 	spec               *sim.SpecFlags
 	profilesCSV, out   string
+	suite              string
 	writeTrace         string
 	parallel           int
 	quiet, perFunction bool
@@ -50,6 +54,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	}
 	f.spec = sim.RegisterSpecFlags(fs)
 	fs.StringVar(&f.profilesCSV, "profiles-csv", "", "measured latency table (default: ../shared/data/"+sim.TableName+" beside the repository; else the built-in quota-100 profiles)")
+	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout (docs/evaluation.md), or heldout/PREFIX for some of it; flags other than the workload's apply to each")
 	fs.StringVar(&f.out, "out", "", "folder for CSV files and SVG plots, named <name>-*")
 	fs.StringVar(&f.writeTrace, "write-trace", "", "also write the workload as a trace file")
 	fs.IntVar(&f.parallel, "parallel", 0, "policies simulated at once (0: one per CPU)")
@@ -70,6 +75,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected argument %q", f.fs.Arg(0))
+	}
+	if f.suite != "" {
+		return simulateSuite(f, stdout, stderr)
 	}
 	spec, about, err := f.spec.Spec()
 	if err != nil {
@@ -160,6 +168,142 @@ func simulateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// suiteRow is one workload under one policy in -suite's table.
+type suiteRow struct {
+	workload, policy string
+	violations       float64
+	gpuSeconds       float64
+	bound            float64 // whole-GPU packing bound, GPU-s; 0: not computed
+	p99              float64
+}
+
+// simulateSuite runs every workload of -suite and prints one line per
+// workload and policy: SLO violations and GPU-seconds against the
+// whole-GPU packing bound, the two figures issue 12's targets are set in;
+// with -out also as <suite>-suite.csv.
+func simulateSuite(f *simulateFlags, stdout, stderr io.Writer) error {
+	specs, abouts, err := f.spec.SuiteSpecs(f.suite)
+	if err != nil {
+		return err
+	}
+	var rows []suiteRow
+	for i, spec := range specs {
+		inv, err := spec.Cluster()
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		cat, err := loadSimCatalog(f.profilesCSV, &spec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		product := inv.Devices()[0].Product
+		wl, err := spec.Workload(cat, product)
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		opts := spec.Options
+		if opts.Contention, err = spec.ContentionModel(); err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "%s: %s\n", spec.Name, abouts[i])
+			opts.Progress = stderr
+		}
+		results, err := sim.Run(sim.Config{Workload: wl, Inventory: inv, Catalog: cat, Policies: spec.Policies, Options: opts, Parallel: f.parallel})
+		if err != nil {
+			return fmt.Errorf("simulate %s: %w", spec.Name, err)
+		}
+		bound := 0.0
+		if lb, err := sim.ComputeLowerBound(wl, cat, product, inv.Devices()[0].MemoryBytes, opts.MaxBatch, 0); err == nil {
+			bound = lb.WholeGPUSeconds
+		} else {
+			fmt.Fprintf(stderr, "%s: packing lower bound not computed: %v\n", spec.Name, err)
+		}
+		for _, r := range results {
+			rows = append(rows, suiteRow{workload: spec.Name, policy: r.Policy, violations: r.SLOViolations, gpuSeconds: r.GPUSeconds, bound: bound, p99: r.P99})
+		}
+	}
+	writeSuiteTable(stdout, rows)
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		name, _, _ := strings.Cut(f.suite, "/")
+		path := filepath.Join(f.out, name+"-suite.csv")
+		file, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		writeSuiteCSV(file, rows)
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("-out %s: %w", path, err)
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
+	return nil
+}
+
+func (r suiteRow) times() float64 {
+	if r.bound <= 0 {
+		return math.NaN()
+	}
+	return r.gpuSeconds / r.bound
+}
+
+func writeSuiteTable(w io.Writer, rows []suiteRow) {
+	fmt.Fprintf(w, "| workload | policy | SLO viol %% | p99 ms | GPU-s | x whole-GPU bound |\n|---|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.1f | %.0f | %.2f |\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.times())
+	}
+	for _, pol := range uniquePolicies(rows) {
+		var times []float64
+		worst, over := 0.0, 0
+		for _, r := range rows {
+			if r.policy != pol {
+				continue
+			}
+			times = append(times, r.times())
+			worst = max(worst, r.violations)
+			if r.violations > 1 {
+				over++
+			}
+		}
+		fmt.Fprintf(w, "%s: %d of %d workloads above 1 %% violations (worst %.2f %%); x bound median %.2f, max %.2f\n",
+			pol, over, len(times), worst, median(times), slices.Max(times))
+	}
+}
+
+func writeSuiteCSV(w io.Writer, rows []suiteRow) {
+	fmt.Fprintln(w, "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s,%s,%.3f,%.2f,%.1f,%.1f,%.3f\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.bound, r.times())
+	}
+}
+
+func uniquePolicies(rows []suiteRow) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.policy) {
+			out = append(out, r.policy)
+		}
+	}
+	return out
+}
+
+// median of xs (NaN, a workload without a bound, sorts first and is kept:
+// it shows in the table rather than vanishing from the median).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // loadSimCatalog reads the full measured table (all quotas) for the run's

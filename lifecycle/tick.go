@@ -49,6 +49,10 @@ func (c *Core) Tick(now time.Time) Result {
 			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
 		}
 		if fn.plan.Autoscaled {
+			in.SLO = fn.plan.Request.SLO
+			in.MemoryPercent = c.memoryPercent(fn.plan.Request.MemoryBytes)
+		}
+		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
 		}
 		for _, r := range fn.live {
@@ -83,6 +87,20 @@ func (c *Core) Tick(now time.Time) Result {
 	}
 	c.placeAll(now, &res)
 	return res
+}
+
+// memoryPercent is bytes in % of the largest GPU's memory (0 without an
+// inventory or a memory request): what a replica's memory costs the
+// autoscaler beside its SM %.
+func (c *Core) memoryPercent(bytes int64) float64 {
+	var most int64
+	for _, d := range c.inv.Devices() {
+		most = max(most, d.MemoryBytes)
+	}
+	if most <= 0 || bytes <= 0 {
+		return 0
+	}
+	return 100 * float64(bytes) / float64(most)
 }
 
 // expireWarm stops warm replicas idle for longer than the warm TTL.

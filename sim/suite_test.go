@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// The held-out suite must span what issue 12 lists; a workload dropped or
+// narrowed would leave part of the family unmeasured.
+func TestHeldOutSuiteSpansTheWorkloadFamily(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite := heldOut()
+	if len(suite) < 15 {
+		t.Fatalf("%d workloads, want at least 15", len(suite))
+	}
+	minModels, maxModels := 1<<30, 0
+	minZipf, maxZipf := 10.0, -1.0
+	minSLO, maxSLO := 100.0, 0.0
+	minCold, maxCold := time.Hour, time.Duration(0)
+	shapes := map[string]bool{}
+	names := map[string]bool{}
+	for _, sc := range suite {
+		s := sc.spec()
+		if names[s.Name] || s.Name != sc.name {
+			t.Errorf("%s: name %q repeated or not the spec's", sc.name, s.Name)
+		}
+		names[s.Name] = true
+		inv, err := s.Cluster()
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		wl, err := s.Workload(cat, inv.Devices()[0].Product)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if err := s.validate(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+		n := len(wl.Models)
+		minModels, maxModels = min(minModels, n), max(maxModels, n)
+		minZipf, maxZipf = min(minZipf, s.Zipf), max(maxZipf, s.Zipf)
+		if s.SLOFactor > 0 && s.SLO == 0 {
+			minSLO, maxSLO = min(minSLO, s.SLOFactor), max(maxSLO, s.SLOFactor)
+		}
+		minCold, maxCold = min(minCold, s.Options.ContainerStart), max(maxCold, s.Options.ContainerStart)
+		switch {
+		case s.BurstRate > 0:
+			shapes["bursts"] = true
+		case len(s.Ramp) > 0:
+			shapes["ramp"] = true
+		default:
+			shapes["steady"] = true
+		}
+	}
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"5 models or fewer", minModels <= 5},
+		{"60 models", maxModels >= 60},
+		{"uniform popularity", minZipf == 0},
+		{"Zipf 1.5", maxZipf >= 1.5},
+		{"SLO factor 2", minSLO <= 2},
+		{"SLO factor 10", maxSLO >= 10},
+		{"cold start 3 s", minCold <= 3*time.Second},
+		{"cold start 30 s", maxCold >= 30*time.Second},
+		{"bursts, ramps and steady load", len(shapes) == 3},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("the suite lacks %s", c.what)
+		}
+	}
+}
+
+func TestSuiteShapes(t *testing.T) {
+	st := steps(time.Minute, 2*time.Minute, 50, 400, 100)
+	od := onOff(10*time.Minute, 300, 5*time.Second, time.Minute, 12)
+	di := diurnal(20*time.Minute, 40, 500, 30*time.Second)
+	tests := []struct {
+		name string
+		r    Ramp
+		at   time.Duration
+		want float64
+	}{
+		{"step before the first edge", st, 59 * time.Second, 50},
+		{"step after the first edge", st, 61 * time.Second, 400},
+		{"step after the second edge", st, 3*time.Minute + time.Second, 100},
+		{"on/off on through the warm-up", od, 59 * time.Second, 300},
+		{"on/off off after the warm-up", od, suiteWarmup + time.Second, 0},
+		{"diurnal low at the start", di, 0, 40},
+		{"diurnal high at noon", di, 10 * time.Minute, 500},
+		{"diurnal low at the end", di, 20 * time.Minute, 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.r.Rate(tt.at); got < tt.want-1e-6 || got > tt.want+1e-6 {
+				t.Errorf("rate at %s = %v, want %v", tt.at, got, tt.want)
+			}
+		})
+	}
+	for i := 1; i < len(od); i++ {
+		if od[i].At <= od[i-1].At {
+			t.Fatalf("on/off: point %d at %s not after %s", i, od[i].At, od[i-1].At)
+		}
+	}
+}
+
+func TestLookupSuite(t *testing.T) {
+	tests := []struct {
+		sel     string
+		want    int
+		wantErr bool
+	}{
+		{"heldout", len(heldOut()), false},
+		{"heldout/h14", 1, false},
+		{"heldout/zz", 0, true},
+		{"nosuch", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := lookupSuite(tt.sel)
+		if (err != nil) != tt.wantErr || len(got) != tt.want {
+			t.Errorf("lookupSuite(%q) = %d workloads, %v; want %d, error %v", tt.sel, len(got), err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimulateSuiteRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown suite", []string{"-suite", "nope"}, "unknown suite"},
+		{"unknown workload", []string{"-suite", "heldout/zz"}, "no workload"},
+		{"with a scenario", []string{"-suite", "heldout", "-scenario", "cost"}, "not both"},
+		{"changing a workload", []string{"-suite", "heldout", "-rate", "5"}, "-rate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := simulateCmd(tt.args, &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// One workload of the suite through the command: a line per policy, the
+// summary and the CSV with the same rows.
+func TestSimulateSuiteOneWorkload(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	if err := simulateCmd([]string{"-suite", "heldout/h15", "-quiet", "-policies", "faas-gpu", "-out", dir}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "| h15-light-load | faas-gpu |") || !strings.Contains(out.String(), "x bound median") {
+		t.Errorf("table lacks the workload's row or the summary:\n%s", out.String())
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "heldout-suite.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "h15-light-load,faas-gpu,") {
+		t.Errorf("CSV = %q, want a header and one row", csv)
+	}
+}
