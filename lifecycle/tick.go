@@ -48,7 +48,7 @@ func (c *Core) Tick(now time.Time) Result {
 			Now: now, Rate: rate, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
 		}
-		if fn.plan.Autoscaled {
+		if fn.plan.Autoscaled && c.opts.Autoscale.Queueing {
 			in.SLO = fn.plan.Request.SLO
 			in.MemoryPercent = c.memoryPercent(fn.plan.Request.MemoryBytes)
 		}

@@ -67,6 +67,14 @@ type AutoscaleOptions struct {
 	// SLOQuantile is the share of requests held to the SLO; 0 takes
 	// DefaultSLOQuantile (p99).
 	SLOQuantile float64
+	// Queueing plans a function with an SLO against each replica's
+	// capacity from the queueing model (QueueCapacity) instead of its
+	// full-batch throughput with Headroom, and ranks slices by capacity
+	// per cost (lifecycle.Core gives the input its SLO and memory share).
+	// Off by default: it holds the SLO far better but costs about three
+	// times the GPU-seconds on the published cost run (docs/evaluation.md,
+	// "Capacity from queueing"), until replicas are right-sized for it.
+	Queueing bool
 }
 
 // DefaultDrainTime drains a backlog in 5 s: about one cold start (3-5 s),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -515,6 +516,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 			return fmt.Errorf("-fast-scale-up: %v must be in (0, 1]", v)
 		}
 		s.Options.FastScaleUp = v
+		return nil
+	})
+	f.boolean("queueing", false, "faas-gpu's autoscaler plans against each replica's queueing capacity at the SLO (scheduler.AutoscaleOptions.Queueing; off as the provider ships)", func(s *Spec, v bool) error {
+		if s.Options.Autoscale == (scheduler.AutoscaleOptions{}) {
+			s.Options.Autoscale = scheduler.DefaultAutoscaleOptions
+		}
+		s.Options.Autoscale.Queueing = v
 		return nil
 	})
 	f.boolean("no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)", func(s *Spec, v bool) error {
