@@ -198,6 +198,51 @@ func (c *Cache) Use(id, name string, bytes int64, now time.Time) (Outcome, []str
 	return outcome, evicted
 }
 
+// Report sets replica id's resident models to what the replica says it
+// holds (docs/replica-protocol.md), most recently used first: the
+// replica knows, so its list replaces what the cache assumed. A model it
+// held before keeps its size; one new to the cache counts 0 bytes, as the
+// report names no size. It is an observation, not a request: no hit, miss
+// or eviction is counted. The node tier remembers every model reported,
+// as the node just had it. It reports false for a replica not tracked.
+func (c *Cache) Report(id string, models []string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.replicas[id]
+	if !ok {
+		return false
+	}
+	sizes := make(map[string]int64, r.lru.Len())
+	for e := r.lru.Front(); e != nil; e = e.Next() {
+		m := e.Value.(*model)
+		sizes[m.name] = m.bytes
+		c.unindexLocked(m.name, r.gpu)
+	}
+	r.lru.Init()
+	r.byName = make(map[string]*list.Element, len(models))
+	r.used = 0
+	// Remembered least recent first, so the node tier's order matches.
+	for i := len(models) - 1; i >= 0; i-- {
+		name := models[i]
+		if name == "" {
+			continue
+		}
+		if e, dup := r.byName[name]; dup {
+			r.lru.MoveToFront(e)
+			continue
+		}
+		b := sizes[name]
+		r.byName[name] = r.lru.PushFront(&model{name: name, bytes: b})
+		r.used += b
+		if c.onGPU[name] == nil {
+			c.onGPU[name] = map[string]int{}
+		}
+		c.onGPU[name][r.gpu]++
+		c.rememberLocked(r.node, name, now)
+	}
+	return true
+}
+
 // Holds reports whether replica id has model name in GPU memory.
 func (c *Cache) Holds(id, name string) bool {
 	c.mu.Lock()

@@ -122,3 +122,69 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("counted %d uses, want %d", s.Hits+s.NodeHits+s.Misses, 8*500)
 	}
 }
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name string
+		// before are the models Use loads (4 bytes each), in order.
+		before []string
+		report []string
+		models []string // the replica's list after the report
+		used   []string // models Where finds on g0 after
+		gone   []string // models no longer on g0
+		bytes  int64    // what the replica's memory counts after
+	}{
+		{name: "replaces the assumption", before: []string{"own"}, report: []string{"b", "a"}, models: []string{"b", "a"}, used: []string{"a", "b"}, gone: []string{"own"}, bytes: 0},
+		{name: "keeps the size of a model held before", before: []string{"a", "b"}, report: []string{"a", "c"}, models: []string{"a", "c"}, used: []string{"a", "c"}, gone: []string{"b"}, bytes: 4},
+		{name: "reorders by recency", before: []string{"a", "b"}, report: []string{"a", "b"}, models: []string{"a", "b"}, used: []string{"a", "b"}, bytes: 8},
+		{name: "empty: holds nothing", before: []string{"a"}, report: []string{}, models: []string{}, gone: []string{"a"}},
+		{name: "duplicates and blanks ignored", report: []string{"a", "", "a", "b"}, models: []string{"a", "b"}, used: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(Options{NodeModels: 8, NodeTTL: time.Minute})
+			c.AddReplica("r1", "g0", "n0", 100)
+			c.AddReplica("r2", "g1", "n1", 100)
+			for _, m := range tt.before {
+				c.Use("r1", m, 4, t0)
+			}
+			statsBefore := c.Stats()
+			if !c.Report("r1", tt.report, t0.Add(time.Second)) {
+				t.Fatal("Report of a tracked replica = false")
+			}
+			if got := c.Models("r1"); !reflect.DeepEqual(got, tt.models) {
+				t.Fatalf("models = %v, want %v", got, tt.models)
+			}
+			for _, m := range tt.used {
+				if !c.Holds("r1", m) || !c.Where(m, t0.Add(time.Second)).GPUs["g0"] || !c.OnNode("n0", m, t0.Add(time.Second)) {
+					t.Errorf("%s: not held by r1, on g0 and node n0 after the report", m)
+				}
+			}
+			for _, m := range tt.gone {
+				if c.Holds("r1", m) || c.ResidentOnGPU("g0", m) {
+					t.Errorf("%s still on g0 after a report without it", m)
+				}
+			}
+			if got := c.Stats(); got != statsBefore {
+				t.Errorf("stats changed by a report: %+v, were %+v", got, statsBefore)
+			}
+			if got := c.Idle(""); len(got) != 0 {
+				t.Fatalf("idle = %v", got)
+			}
+			c.SetIdle("r1", t0)
+			if got := c.Idle("g0"); len(got) != 1 || got[0].Bytes != tt.bytes {
+				t.Fatalf("idle r1 counts %v, want %d bytes", got, tt.bytes)
+			}
+			if c.Holds("r2", "a") {
+				t.Fatal("another replica changed")
+			}
+		})
+	}
+	c := New(Options{})
+	if c.Report("nobody", []string{"a"}, t0) {
+		t.Fatal("Report of an unknown replica = true")
+	}
+	if c.ResidentOnGPU("", "a") {
+		t.Fatal("a report of an unknown replica indexed its models")
+	}
+}

@@ -69,6 +69,10 @@ type ProxyOptions struct {
 	// Load, when set, is where the proxy counts each function's requests
 	// and queue for the backends' autoscalers; nil: a book of its own.
 	Load *LoadBook
+	// Models, when set, is told what replicas say they hold
+	// (docs/replica-protocol.md); nil: the resolver, where it is a
+	// ModelReporter.
+	Models ModelReporter
 }
 
 // HeaderReplica names the replica that served a request, so clients and
@@ -84,6 +88,7 @@ type proxyTarget struct {
 	ns, name string
 	start    time.Time
 	slo      time.Duration // 0: none, or no metrics to count it in
+	model    string        // the request's X-Model, "" for none
 }
 
 type proxyTargetKey struct{}
@@ -101,6 +106,19 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		opts.Load = NewLoadBook()
 	}
 	multi := newDispatcher(resolver, opts.Load, opts.LocalityBound, !opts.InOrder)
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if opts.Models == nil {
+		opts.Models, _ = resolver.(ModelReporter)
+	}
+	var asker *modelAsker
+	if opts.Models != nil {
+		asker = newModelAsker(opts.Models, transport, log)
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -111,17 +129,22 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetXForwarded()
 		},
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 1024,
-			IdleConnTimeout:     90 * time.Second,
-		},
+		Transport:  transport,
 		BufferPool: &bufferPool{},
 		ModifyResponse: func(resp *http.Response) error {
 			t := resp.Request.Context().Value(proxyTargetKey{}).(*proxyTarget)
 			if resp.Header.Get(HeaderReplica) == "" {
 				resp.Header.Set(HeaderReplica, t.endpoint.ID)
+			}
+			// The replica's word on what it holds is for the provider,
+			// not the caller.
+			if told, ok := resp.Header[HeaderModels]; ok {
+				resp.Header.Del(HeaderModels)
+				if asker != nil {
+					opts.Models.ReplicaModels(t.endpoint.ID, ParseModelsHeader(strings.Join(told, ",")))
+				}
+			} else if asker != nil && t.model != "" {
+				asker.untold(t.endpoint)
 			}
 			opts.Metrics.observe(t.ns, t.name, resp.StatusCode, resp.Header.Get(HeaderCache), time.Since(t.start), t.slo)
 			return nil
@@ -167,6 +190,9 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		}
 		opts.Load.Request(ns, name, start)
 		eps := route.Endpoints
+		if asker != nil {
+			asker.ready(eps)
+		}
 		if len(eps) == 0 {
 			w.Header().Set(internalHeader, "proxy")
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
@@ -214,7 +240,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			return
 		}
 		path := strings.TrimSuffix(base.Path, "/") + "/" + vars["params"]
-		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: start, slo: slo})
+		ctx = context.WithValue(ctx, proxyTargetKey{}, &proxyTarget{url: base, path: path, endpoint: ep, ns: ns, name: name, start: start, slo: slo, model: r.Header.Get(HeaderModel)})
 		inv.Add(ns, name)
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	}

@@ -116,7 +116,7 @@ type Backend struct {
 	// requests are the functions' GPU requests decoded from their records
 	// (routeinfo.go), function key -> gpu.Request.
 	requests sync.Map
-	podModel sync.Map // pod name -> model
+	podModel sync.Map // pod name -> *podModels (resolver.go)
 	// cacheHits and cacheMisses are the model-cache outcomes this instance
 	// saw: requests it proxied to a pod holding their model or not, and
 	// pods it saw load their model at start (a miss, as local mode counts

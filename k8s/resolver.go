@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -56,11 +57,67 @@ func (b *Backend) backlog(k string) float64 {
 	return float64(n + queued)
 }
 
-// Holds reports whether a pod has model in memory. A pod loads its
-// function's model when it starts; what else it loaded is not known here.
+// podModels is what is known of a pod's GPU memory: its function's
+// model, which it loads to become ready, and, once the pod has said so
+// (docs/replica-protocol.md), the models it holds. A value is never
+// changed once stored: a new one replaces it.
+type podModels struct {
+	own  string
+	told []string // nil: the pod has said nothing
+}
+
+func (m *podModels) holds(model string) bool {
+	if model == "" {
+		return false
+	}
+	if m.told == nil {
+		return m.own == model
+	}
+	return slices.Contains(m.told, model)
+}
+
+// count is how many models the pod holds, for the router.
+func (m *podModels) count() int {
+	if m.told == nil {
+		return 1
+	}
+	return len(m.told)
+}
+
+// Holds reports whether a pod has model in memory: what the pod said it
+// holds, else its function's model.
 func (b *Backend) Holds(replicaID, model string) bool {
 	m, ok := b.podModel.Load(replicaID)
-	return ok && model != "" && m.(string) == model
+	return ok && m.(*podModels).holds(model)
+}
+
+// ReplicaModels takes what a pod says it holds (handlers.ModelReporter):
+// the proxy calls it per response, so it takes no lock. A pod not routed
+// to (or gone since) is not recorded, so a late report leaks nothing.
+func (b *Backend) ReplicaModels(replicaID string, models []string) {
+	if models == nil {
+		models = []string{}
+	}
+	for {
+		v, ok := b.podModel.Load(replicaID)
+		if !ok {
+			return
+		}
+		old := v.(*podModels)
+		if b.podModel.CompareAndSwap(replicaID, old, &podModels{own: old.own, told: models}) {
+			return
+		}
+	}
+}
+
+// podModelsOf is pod name's record, made with its function's model own the
+// first time the pod is routed to; what the pod said stays.
+func (b *Backend) podModelsOf(name, own string) *podModels {
+	if v, ok := b.podModel.Load(name); ok && v.(*podModels).own == own {
+		return v.(*podModels)
+	}
+	v, _ := b.podModel.LoadOrStore(name, &podModels{own: own})
+	return v.(*podModels)
 }
 
 func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
@@ -71,13 +128,12 @@ func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
 		if !podReady(p) {
 			continue
 		}
-		pm := p.Annotations[AnnotationModel]
-		b.podModel.Store(p.Name, pm)
+		pm := b.podModelsOf(p.Name, p.Annotations[AnnotationModel])
 		eps = append(eps, scheduler.Endpoint{
 			ID:       p.Name,
 			URL:      "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podPort(p, b.cfg.FunctionPort))),
 			InFlight: b.inFlight(p),
-			Models:   1,
+			Models:   pm.count(),
 		})
 	}
 	return eps

@@ -181,7 +181,7 @@ func (b *Backend) serveFor(plan scheduler.Plan, r *replica) func(model string) S
 		default:
 			b.stats.Loaded(scheduler.ModelLoadCold, load)
 		}
-		return Service{Latency: lat, Load: load, Outcome: outcome.String()}
+		return Service{Latency: lat, Load: load, Outcome: outcome.String(), Resident: b.cache.Models(r.id)}
 	}
 }
 

@@ -82,3 +82,11 @@ func (b *Backend) endpoints(rt *route) []scheduler.Endpoint {
 
 // Holds reports whether a replica has model in its GPU memory.
 func (b *Backend) Holds(replicaID, model string) bool { return b.cache.Holds(replicaID, model) }
+
+// ReplicaModels takes what a replica says it holds
+// (handlers.ModelReporter, docs/replica-protocol.md) into the model cache,
+// for routing and placement. The proxy calls it per response: it takes
+// the cache's own lock, never the backend's.
+func (b *Backend) ReplicaModels(replicaID string, models []string) {
+	b.cache.Report(replicaID, models, time.Now())
+}

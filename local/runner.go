@@ -53,6 +53,9 @@ type Service struct {
 	Load    time.Duration // 0 when the model is in the replica's memory
 	// Outcome is the cache outcome: hit, node-hit or miss.
 	Outcome string
+	// Resident are the models in the replica's memory once this one is
+	// loaded, most recently used first: what it reports holding.
+	Resident []string
 }
 
 // LogSink receives one line of a replica's output.

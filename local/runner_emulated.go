@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,10 @@ const (
 	// headerModel names the model a request is for, for functions that
 	// serve many models.
 	headerModel = "X-Model"
+	// headerModels and modelsPath are the replica protocol
+	// (docs/replica-protocol.md): what the replica holds.
+	headerModels = "X-Faas-Gpu-Models"
+	modelsPath   = "/_/models"
 )
 
 // emulatedRunner stands in for a GPU worker where nothing can run on a GPU:
@@ -51,6 +56,9 @@ type emulatedRunner struct {
 	// loading serialises model loads so a request does not overtake the
 	// load of the model it needs.
 	loading sync.Mutex
+	// resident are the models the emulated GPU memory holds, most recent
+	// first, as the last request's Service said (nil: none yet).
+	resident atomic.Pointer[[]string]
 }
 
 func newEmulatedRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
@@ -113,6 +121,10 @@ func (r *emulatedRunner) awaitModel(ctx context.Context) (cold bool, err error) 
 }
 
 func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == modelsPath && req.Method == http.MethodGet {
+		r.serveModels(w)
+		return
+	}
 	ctx := req.Context()
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -137,6 +149,7 @@ func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
 
 	h.Set(headerReplica, r.spec.ID)
 	h.Set(headerEmulated, "true")
+	h.Set(headerModels, strings.Join(r.models(), ","))
 	if cold {
 		h.Set(headerModelLoad, "cold")
 	} else {
@@ -169,6 +182,9 @@ func (r *emulatedRunner) serveModel(ctx context.Context, model string, h http.He
 	defer func() { <-r.slots }()
 	r.loading.Lock()
 	svc := r.spec.Emulation.Serve(model)
+	if svc.Resident != nil {
+		r.resident.Store(&svc.Resident)
+	}
 	err = sleepCtx(ctx, svc.Load)
 	r.loading.Unlock()
 	if err != nil {
@@ -176,6 +192,43 @@ func (r *emulatedRunner) serveModel(ctx context.Context, model string, h http.He
 	}
 	h.Set(headerCache, svc.Outcome)
 	return svc.Load > 0, sleepCtx(ctx, svc.Latency)
+}
+
+// models are what the emulated GPU memory holds now, most recently used
+// first: with Serve, what the backend's cache said last; without, the
+// function's model once its load is done.
+func (r *emulatedRunner) models() []string {
+	if r.spec.Emulation.Serve != nil {
+		if p := r.resident.Load(); p != nil {
+			return *p
+		}
+		return []string{}
+	}
+	select {
+	case <-r.loaded:
+		return []string{r.spec.Emulation.Model}
+	default:
+		return []string{}
+	}
+}
+
+// modelsReply is the replica protocol's answer to GET /_/models.
+type modelsReply struct {
+	Models []modelEntry `json:"models"`
+}
+
+type modelEntry struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes,omitempty"`
+}
+
+func (r *emulatedRunner) serveModels(w http.ResponseWriter) {
+	reply := modelsReply{Models: []modelEntry{}}
+	for _, m := range r.models() {
+		reply.Models = append(reply.Models, modelEntry{Name: m})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(reply)
 }
 
 // emulatedIdentity is what an emulated replica answers to an empty request:

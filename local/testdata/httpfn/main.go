@@ -7,12 +7,18 @@
 //	     /slow?ms=N  sleeps N ms, then answers
 //	     anything    echoes the body, with X-Path and X-Query set
 //
+// HTTPFN_MODELS, when set, makes it speak the replica protocol
+// (docs/replica-protocol.md): it holds those models (comma-separated) at
+// start, loads the one a request names in X-Model, answers GET /_/models
+// and adds X-Faas-Gpu-Models to every response. Unset, /_/models is 404.
+//
 // HTTPFN_IGNORE_TERM=1 makes it ignore SIGTERM, to test forced stops.
 // HTTPFN_TERM_MESSAGE makes it print that line on SIGTERM, then exit 0, as a
 // function that reports its shutdown does.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +27,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -62,9 +69,68 @@ func firstEnv(names ...string) string {
 	return ""
 }
 
+// held is what the function holds in "GPU memory", most recent first; nil
+// when it does not speak the protocol.
+var held = newHeld()
+
+type heldModels struct {
+	mu     sync.Mutex
+	models []string
+}
+
+func newHeld() *heldModels {
+	v, ok := os.LookupEnv("HTTPFN_MODELS")
+	if !ok {
+		return nil
+	}
+	h := &heldModels{models: []string{}}
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			h.models = append(h.models, m)
+		}
+	}
+	return h
+}
+
+// use moves model to the front, loading it if absent, and lists them all.
+func (h *heldModels) use(model string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if model != "" {
+		out := []string{model}
+		for _, m := range h.models {
+			if m != model {
+				out = append(out, m)
+			}
+		}
+		h.models = out
+	}
+	return append([]string(nil), h.models...)
+}
+
 func handle(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(os.Stderr, "httpfn %s %s\n", r.Method, r.URL.RequestURI())
+	if held != nil {
+		models := held.use(r.Header.Get("X-Model"))
+		w.Header().Set("X-Faas-Gpu-Models", strings.Join(models, ","))
+		if r.URL.Path == "/_/models" {
+			type entry struct {
+				Name string `json:"name"`
+			}
+			list := struct {
+				Models []entry `json:"models"`
+			}{Models: []entry{}}
+			for _, m := range models {
+				list.Models = append(list.Models, entry{m})
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(list)
+			return
+		}
+	}
 	switch {
+	case r.URL.Path == "/_/models":
+		http.NotFound(w, r)
 	case strings.HasPrefix(r.URL.Path, "/env/"):
 		fmt.Fprint(w, os.Getenv(strings.TrimPrefix(r.URL.Path, "/env/")))
 	case r.URL.Path == "/crash":

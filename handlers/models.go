@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"go.uber.org/zap"
+)
+
+// ModelReporter is told what a replica says it holds in GPU memory
+// (docs/replica-protocol.md), most recently used first. The proxy calls it
+// on the request path, so an implementation takes no backend lock.
+type ModelReporter interface {
+	ReplicaModels(replicaID string, models []string)
+}
+
+// HeaderModels is the replica protocol's response header: the models the
+// replica holds, names only, most recently used first. The proxy reads and
+// removes it.
+const HeaderModels = "X-Faas-Gpu-Models"
+
+// ModelsPath is where a replica that speaks the protocol lists its models.
+const ModelsPath = "/_/models"
+
+// modelsAskEvery bounds how often one replica is asked after responses
+// that told nothing, as the protocol says.
+const modelsAskEvery = time.Second
+
+// modelsAskTimeout bounds one ask: a replica slow to answer keeps the
+// view it had.
+const modelsAskTimeout = 2 * time.Second
+
+// ParseModelsHeader reads an X-Faas-Gpu-Models value: names separated by
+// commas, blanks dropped.
+func ParseModelsHeader(v string) []string {
+	out := []string{}
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// modelsBody is the JSON a replica answers GET /_/models with.
+type modelsBody struct {
+	Models []struct {
+		Name  string `json:"name"`
+		Bytes int64  `json:"bytes"`
+	} `json:"models"`
+}
+
+// modelAsker asks replicas what they hold: once when the proxy first sees
+// one ready, then after a response that told nothing for a request that
+// named a model, at most once a second per replica. Asks run in their own
+// goroutines; the request path only reads an atomic per replica.
+type modelAsker struct {
+	reporter ModelReporter
+	client   *http.Client
+	log      *zap.Logger
+	now      func() time.Time
+	// last is when each replica was last asked (unix nanoseconds), by
+	// replica ID: *atomic.Int64.
+	last sync.Map
+	// asking counts asks in flight, for tests that wait for them.
+	asking sync.WaitGroup
+	// seen counts replicas in last, to forget those gone once it grows.
+	seen atomic.Int64
+}
+
+func newModelAsker(reporter ModelReporter, transport http.RoundTripper, log *zap.Logger) *modelAsker {
+	return &modelAsker{reporter: reporter, client: &http.Client{Transport: transport, Timeout: modelsAskTimeout}, log: log, now: time.Now}
+}
+
+// forgetAbove is how many replicas the asker remembers before it forgets
+// those not asked for a while: replicas come and go.
+const forgetAbove = 4096
+
+// ready asks each endpoint never asked before.
+func (a *modelAsker) ready(eps []scheduler.Endpoint) {
+	for _, ep := range eps {
+		if _, ok := a.last.Load(ep.ID); ok {
+			continue
+		}
+		v, loaded := a.last.LoadOrStore(ep.ID, new(atomic.Int64))
+		if loaded {
+			continue
+		}
+		if a.seen.Add(1) > forgetAbove {
+			a.forget()
+		}
+		v.(*atomic.Int64).Store(a.now().UnixNano())
+		a.ask(ep)
+	}
+}
+
+// untold asks ep after a response that carried no HeaderModels for a
+// request that named a model, unless it was asked within the last second.
+func (a *modelAsker) untold(ep scheduler.Endpoint) {
+	v, loaded := a.last.LoadOrStore(ep.ID, new(atomic.Int64))
+	if !loaded && a.seen.Add(1) > forgetAbove {
+		a.forget()
+	}
+	last := v.(*atomic.Int64)
+	prev, now := last.Load(), a.now().UnixNano()
+	if now-prev < int64(modelsAskEvery) || !last.CompareAndSwap(prev, now) {
+		return
+	}
+	a.ask(ep)
+}
+
+func (a *modelAsker) forget() {
+	cutoff := a.now().Add(-time.Minute).UnixNano()
+	a.last.Range(func(k, v any) bool {
+		if v.(*atomic.Int64).Load() < cutoff {
+			a.last.Delete(k)
+			a.seen.Add(-1)
+		}
+		return true
+	})
+}
+
+func (a *modelAsker) ask(ep scheduler.Endpoint) {
+	a.asking.Add(1)
+	go func() {
+		defer a.asking.Done()
+		models, err := a.fetch(ep.URL)
+		if err != nil {
+			a.log.Debug("replica did not list its models", zap.String("replica", ep.ID), zap.Error(err))
+			return
+		}
+		if models != nil {
+			a.reporter.ReplicaModels(ep.ID, models)
+		}
+	}()
+}
+
+// fetch asks the replica at base; nil models (and no error) when it does
+// not speak the protocol.
+func (a *modelAsker) fetch(base string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), modelsAskTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+ModelsPath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("models request: %w", err)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", ModelsPath, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, nil
+	}
+	var body modelsBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ModelsPath, err)
+	}
+	out := make([]string, 0, len(body.Models))
+	for _, m := range body.Models {
+		if m.Name != "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,103 @@
+package k8s
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// What a pod says it holds (docs/replica-protocol.md) replaces the
+// assumption that it holds its function's model, for routing; the proxy's
+// per-request lookup keeps it, and a pod that said nothing keeps the
+// assumption.
+func TestPodReportedModelsRoute(t *testing.T) {
+	now := time.Now()
+	st := testState(cluster2x2())
+	mustDeploy(t, st, spec("f", 50, nil), now)
+	group := st.groupSpecs("ns/f")[0].Name
+	pod := functionPod("f", group, "f-pod", now.Truncate(time.Second).Add(time.Second), 3*time.Second)
+	pod.Annotations = map[string]string{AnnotationModel: "m-f"}
+	b := fakeBackend(t, pod)
+	b.st = st
+	route := func(t *testing.T) int {
+		t.Helper()
+		rt, err := b.Route("ns", "f", "")
+		if err != nil || len(rt.Endpoints) != 1 {
+			t.Fatalf("route %+v, %v; want the ready pod", rt.Endpoints, err)
+		}
+		return rt.Endpoints[0].Models
+	}
+	steps := []struct {
+		name         string
+		do           func()
+		holds, lacks []string
+		models       int // the endpoint's model count
+	}{
+		{"said nothing: its function's model", func() {}, []string{"m-f"}, []string{"other"}, 1},
+		{"says two", func() { b.ReplicaModels("f-pod", []string{"other", "m-f"}) }, []string{"other", "m-f"}, nil, 2},
+		{"dropped its own", func() { b.ReplicaModels("f-pod", []string{"other"}) }, []string{"other"}, []string{"m-f"}, 1},
+		{"holds nothing", func() { b.ReplicaModels("f-pod", nil) }, nil, []string{"other", "m-f"}, 0},
+	}
+	for _, s := range steps {
+		route(t)
+		s.do()
+		// Routed again: the lookup must not undo what the pod said.
+		if got := route(t); got != s.models {
+			t.Errorf("%s: endpoint counts %d models, want %d", s.name, got, s.models)
+		}
+		for _, m := range s.holds {
+			if !b.Holds("f-pod", m) {
+				t.Errorf("%s: pod does not hold %s", s.name, m)
+			}
+		}
+		for _, m := range s.lacks {
+			if b.Holds("f-pod", m) {
+				t.Errorf("%s: pod holds %s", s.name, m)
+			}
+		}
+	}
+	// A report for a pod never routed to, or gone, is not kept.
+	b.ReplicaModels("gone-pod", []string{"x"})
+	if _, ok := b.podModel.Load("gone-pod"); ok || b.Holds("gone-pod", "x") {
+		t.Fatal("a report for an unknown pod was kept")
+	}
+}
+
+// Reports and lookups run at once from the proxy's requests.
+func TestPodReportedModelsConcurrent(t *testing.T) {
+	now := time.Now()
+	st := testState(cluster2x2())
+	mustDeploy(t, st, spec("f", 50, nil), now)
+	group := st.groupSpecs("ns/f")[0].Name
+	pod := functionPod("f", group, "f-pod", now.Truncate(time.Second).Add(time.Second), 3*time.Second)
+	pod.Annotations = map[string]string{AnnotationModel: "m-f"}
+	b := fakeBackend(t, pod)
+	b.st = st
+	if _, err := b.Route("ns", "f", ""); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				b.ReplicaModels("f-pod", []string{"a", "b"}[i%2:])
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if _, err := b.Route("ns", "f", "a"); err != nil {
+					t.Error(err)
+					return
+				}
+				b.Holds("f-pod", "b")
+			}
+		}()
+	}
+	wg.Wait()
+	if !b.Holds("f-pod", "b") || b.Holds("f-pod", "m-f") {
+		t.Fatal("the pod's last reports were lost")
+	}
+}

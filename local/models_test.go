@@ -1,0 +1,153 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/handlers"
+	"github.com/gorilla/mux"
+	"go.uber.org/zap"
+)
+
+// getModels asks a replica GET /_/models; nil for any status but 200.
+func getModels(t *testing.T, base string) []string {
+	t.Helper()
+	resp, err := http.Get(base + modelsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var body struct {
+		Models []struct {
+			Name string `json:"name"`
+		} `json:"models"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, m := range body.Models {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// An emulated worker speaks the replica protocol: it lists what its
+// emulated memory holds and tells it on every response.
+func TestEmulatedWorkerReportsItsModels(t *testing.T) {
+	tests := []struct {
+		name string
+		// serve, when set, stands in for the backend's answer from the
+		// model cache.
+		serve  func(model string) Service
+		model  string   // the request's X-Model
+		before []string // listed before any request
+		after  []string // listed and in the header after one
+	}{
+		{name: "plain: the function's model once loaded", before: []string{}, after: []string{"own"}},
+		{name: "with the cache: what it said last", model: "vgg16",
+			serve:  func(m string) Service { return Service{Outcome: "miss", Resident: []string{m, "own"}} },
+			before: []string{}, after: []string{"vgg16", "own"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := ReplicaSpec{ID: "r1", Function: "fn", Emulation: Emulation{Model: "own", Serve: tt.serve}}
+			run := newEmulatedRunner(spec, func(string, string) {}, zap.NewNop())
+			if err := run.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer run.Stop(context.Background())
+			if got := getModels(t, run.URL()); !reflect.DeepEqual(got, tt.before) {
+				t.Fatalf("before: %q, want %q", got, tt.before)
+			}
+			req, _ := http.NewRequest(http.MethodPost, run.URL(), nil)
+			req.Header.Set(headerModel, tt.model)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := handlers.ParseModelsHeader(resp.Header.Get(headerModels)); !reflect.DeepEqual(got, tt.after) {
+				t.Fatalf("%s = %q, want %q", headerModels, got, tt.after)
+			}
+			if got := getModels(t, run.URL()); !reflect.DeepEqual(got, tt.after) {
+				t.Fatalf("after: %q, want %q", got, tt.after)
+			}
+		})
+	}
+}
+
+// What a process replica says it holds, through the provider's proxy,
+// replaces the cache's assumption, for routing (Holds) and placement
+// (the cache's locality); one that says nothing keeps the assumption.
+func TestProcessReplicaModelsReachTheCache(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		// holds and lacks are checked once the replica was asked.
+		holds, lacks []string
+	}{
+		{name: "says nothing: its own model", holds: []string{"talker"}, lacks: []string{"vgg16"}},
+		{name: "speaks: what it says", env: map[string]string{"HTTPFN_MODELS": "resnet50"}, holds: []string{"resnet50", "vgg16"}, lacks: []string{"talker"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBackend(t, t.TempDir())
+			defer b.Close(context.Background())
+			spec := fnSpec("talker", 30, 2<<30)
+			spec.Deployment.EnvProcess = httpfnBinary(t)
+			spec.Deployment.EnvVars = map[string]string{"mode": "http"}
+			for k, v := range tt.env {
+				spec.Deployment.EnvVars[k] = v
+			}
+			if err := b.Deploy(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+			r := mux.NewRouter()
+			r.HandleFunc("/function/{name}", handlers.MakeProxyHandler(b, &handlers.Invocations{}, handlers.ProxyOptions{Timeout: 10 * time.Second}, zap.NewNop()))
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			var id string
+			eventually(t, 10*time.Second, "talker answers through the proxy", func() bool {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/function/talker", nil)
+				req.Header.Set(handlers.HeaderModel, "vgg16")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				if _, leaked := resp.Header[handlers.HeaderModels]; leaked {
+					t.Fatalf("the caller got %s", handlers.HeaderModels)
+				}
+				id = resp.Header.Get(handlers.HeaderReplica)
+				return resp.StatusCode == http.StatusOK
+			})
+			eventually(t, 10*time.Second, "the cache agrees with the replica", func() bool {
+				for _, m := range tt.holds {
+					if !b.Holds(id, m) {
+						return false
+					}
+				}
+				for _, m := range tt.lacks {
+					if b.Holds(id, m) {
+						return false
+					}
+				}
+				return true
+			})
+			// Placement's view: the GPU of the replica holds what it said.
+			loc := b.cache.Where(tt.holds[0], time.Now())
+			if len(loc.GPUs) != 1 {
+				t.Fatalf("%s is on GPUs %v, want the replica's one", tt.holds[0], loc.GPUs)
+			}
+		})
+	}
+}

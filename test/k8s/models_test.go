@@ -1,0 +1,139 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// protocolPods stands in, on each Ready pod's IP, for a function's
+// watchdog; the pods named in speaks hold those models and say so
+// (docs/replica-protocol.md: GET /_/models and X-Faas-Gpu-Models), the
+// others say nothing (404). It returns the pods' names, sorted.
+func protocolPods(t *testing.T, name string, port int, speaks func(pods []string) map[string][]string) []string {
+	t.Helper()
+	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			pods = append(pods, p)
+		}
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Name
+	}
+	held := speaks(names)
+	for _, p := range pods {
+		l, err := net.Listen("tcp", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("listen as pod %s: %v", p.Name, err)
+		}
+		models, speaks := held[p.Name]
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !speaks {
+				if r.URL.Path == "/_/models" {
+					http.NotFound(w, r)
+				}
+				return
+			}
+			w.Header().Set("X-Faas-Gpu-Models", joinModels(models))
+			if r.URL.Path == "/_/models" {
+				type entry struct {
+					Name string `json:"name"`
+				}
+				var body struct {
+					Models []entry `json:"models"`
+				}
+				for _, m := range models {
+					body.Models = append(body.Models, entry{m})
+				}
+				_ = json.NewEncoder(w).Encode(body)
+			}
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+	}
+	return names
+}
+
+func joinModels(ms []string) string {
+	out := ""
+	for i, m := range ms {
+		if i > 0 {
+			out += ","
+		}
+		out += m
+	}
+	return out
+}
+
+// A pod that says it holds a model gets the requests for it, through the
+// real API server's pods: the router sends an X-Model request to the pod
+// holding the model, the one it would not pick on its own (the free pods
+// tie, and the first by name wins a tie). The header never reaches the
+// caller.
+func TestPodsReportTheirModels(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, "models", "-k8s-function-port", strconv.Itoa(port))
+	p.leads(t, 10*time.Second)
+	defer cleanUp(t, p)
+
+	lbl := map[string]string{"com.openfaas.scale.min": "2"}
+	f := fn("multi", 20, "1Gi")
+	f.Labels = &lbl
+	p.deploy(t, f)
+	p.ready(t, "multi", 2, 30*time.Second)
+	var holder string
+	pods := protocolPods(t, "multi", port, func(pods []string) map[string][]string {
+		if len(pods) != 2 {
+			t.Fatalf("%d ready pods with an IP, want 2", len(pods))
+		}
+		holder = pods[1]
+		return map[string][]string{holder: {"vgg16", "model-multi"}}
+	})
+
+	invoke := func() string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, p.url+"/function/multi", nil)
+		req.Header.Set("X-Model", "vgg16")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("invoke: %d", resp.StatusCode)
+		}
+		if v := resp.Header.Values("X-Faas-Gpu-Models"); len(v) > 0 {
+			t.Fatalf("the caller got X-Faas-Gpu-Models %q", v)
+		}
+		return resp.Header.Get("X-Faas-Gpu-Replica")
+	}
+	// The pods are asked when the proxy first sees them, which the first
+	// request does; the answer comes back on its own time.
+	if err := poll(10*time.Second, func() bool { return invoke() == holder }); err != nil {
+		t.Fatalf("requests for vgg16 never went to %s, which holds it (pods %v)", holder, pods)
+	}
+	for i := range 5 {
+		if got := invoke(); got != holder {
+			t.Fatalf("request %d for vgg16 went to %s, want %s, which holds it", i, got, holder)
+		}
+	}
+}
