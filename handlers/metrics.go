@@ -47,7 +47,7 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		fnSlice:          d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
 		fnRate:           d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
 		fnSLO:            d("function_slo_seconds", "The function's latency SLO (com.openfaas.gpu.slo); absent without one.", "function", "namespace"),
-		pending:          d("pending_replicas", "Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).", "reason"),
+		pending:          d("pending_replicas", "Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, port (booked, waiting for a fixed upstream port another replica holds), unknown (not tried yet).", "reason"),
 		cacheHits:        d("cache_hits_total", "Requests whose model was in the replica's GPU memory."),
 		cacheNodeHits:    d("cache_node_hits_total", "Model loads served from the node tier."),
 		cacheMisses:      d("cache_misses_total", "Cold model loads."),

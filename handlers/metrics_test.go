@@ -40,10 +40,11 @@ faas_gpu_gpu_sm_allocated_percent{gpu="GPU-00000000-faa5-0000-0000-000000000001"
 # TYPE faas_gpu_gpu_memory_allocated_bytes gauge
 faas_gpu_gpu_memory_allocated_bytes{gpu="GPU-00000000-faa5-0000-0000-000000000000",node="node-a"} 6.442450944e+09
 faas_gpu_gpu_memory_allocated_bytes{gpu="GPU-00000000-faa5-0000-0000-000000000001",node="node-a"} 2.147483648e+09
-# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).
+# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, port (booked, waiting for a fixed upstream port another replica holds), unknown (not tried yet).
 # TYPE faas_gpu_pending_replicas gauge
 faas_gpu_pending_replicas{reason="memory"} 0
 faas_gpu_pending_replicas{reason="no_gpu"} 0
+faas_gpu_pending_replicas{reason="port"} 0
 faas_gpu_pending_replicas{reason="sm"} 1
 faas_gpu_pending_replicas{reason="sm_or_memory"} 0
 faas_gpu_pending_replicas{reason="unknown"} 0
@@ -279,10 +280,11 @@ func TestCollectorEdgeCases(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(handlers.NewCollector(rep))
 	want := `
-# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, unknown (not tried yet).
+# HELP faas_gpu_pending_replicas Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, port (booked, waiting for a fixed upstream port another replica holds), unknown (not tried yet).
 # TYPE faas_gpu_pending_replicas gauge
 faas_gpu_pending_replicas{reason="memory"} 0
 faas_gpu_pending_replicas{reason="no_gpu"} 0
+faas_gpu_pending_replicas{reason="port"} 0
 faas_gpu_pending_replicas{reason="sm"} 0
 faas_gpu_pending_replicas{reason="sm_or_memory"} 0
 faas_gpu_pending_replicas{reason="unknown"} 1
