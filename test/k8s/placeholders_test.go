@@ -141,3 +141,39 @@ func TestPlaceholderDeviceAndClash(t *testing.T) {
 		t.Errorf("/metrics: %d, no faas_gpu_gpu_clashes_total{node=%q} 1", code, node)
 	}
 }
+
+// A model in a node's store counts as on that node for placement (the
+// node tier), where without a store nothing would prefer that node.
+func TestNodeStorePlacesOnItsNode(t *testing.T) {
+	requireNodes(t)
+	t.Cleanup(func() { requireNodes(t) })
+	// gpu-b's store holds the model; best fit alone would not choose it
+	// over gpu-a (TestDeployPinsAGroupPerGPU's first GPU).
+	writeAgentAnnotation(t, "gpu-b", 2, func(ng *gpu.NodeGPUs) { ng.Models = []string{"model-stored"} })
+	p := startProvider(t, "store")
+	p.leads(t, 10*time.Second)
+	defer cleanUp(t, p)
+	// The first reconcile, which reads the stores, follows this line.
+	if err := poll(10*time.Second, func() bool { return strings.Contains(p.out.String(), "leading: placing replicas") }); err != nil {
+		t.Fatal("the provider never said it leads")
+	}
+	time.Sleep(loopSettle)
+	p.deploy(t, fn("stored", 30, "2Gi"))
+	var node string
+	if err := poll(20*time.Second, func() bool {
+		deps := servingDeployments(t, "stored")
+		if len(deps) == 1 {
+			node = deps[0].Annotations["gpu.faas-gpu.dev/node"]
+		}
+		return node != ""
+	}); err != nil {
+		t.Fatal("stored was not placed")
+	}
+	if node != "gpu-b" {
+		t.Fatalf("placed on %s; the model is in gpu-b's store", node)
+	}
+}
+
+// loopSettle lets the leader's control loop make its first pass (it runs
+// every 500 ms); it orders events, it times nothing.
+const loopSettle = time.Second
