@@ -38,6 +38,10 @@ type agentOptions struct {
 	metricsPort int
 	logLevel    zapcore.Level
 	logFormat   string
+	modelStore  string
+	podResSock  string
+	placeholdNS string
+	gpuResource string
 }
 
 func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
@@ -52,6 +56,14 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 	fs.IntVar(&o.metricsPort, "metrics-port", 0, "serve /metrics and /healthz on this port; 0: off")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
+	fs.StringVar(&o.modelStore, "model-store", "", "the node model store's folder as the agent sees it; its entries are published as the node's models (empty: no store)")
+	fs.StringVar(&o.podResSock, "pod-resources-socket", "", "the kubelet's PodResources socket ("+agent.DefaultPodResourcesSocket+"); publishes which GPU each placeholder pod holds (empty: off)")
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "openfaas"
+	}
+	fs.StringVar(&o.placeholdNS, "placeholder-namespace", ns, "namespace of the provider's GPU placeholder pods (default: $POD_NAMESPACE, else openfaas)")
+	fs.StringVar(&o.gpuResource, "gpu-resource", "nvidia.com/gpu", "the device plugin's GPU resource, as the placeholders request it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), agentUsage)
 		fs.PrintDefaults()
@@ -105,12 +117,23 @@ func agentCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	var devices agent.DeviceLister
+	if o.podResSock != "" {
+		pr, err := agent.NewPodResources(o.podResSock, o.gpuResource, o.placeholdNS)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		devices = pr
+	}
 	a, err := agent.New(agent.Config{
-		Source:    src,
-		Publisher: agent.NewAnnotationPublisher(client, o.nodeName),
-		Interval:  o.interval,
-		Log:       log,
-		Metrics:   reg,
+		Source:     src,
+		Publisher:  agent.NewAnnotationPublisher(client, o.nodeName),
+		ModelStore: o.modelStore,
+		Devices:    devices,
+		Interval:   o.interval,
+		Log:        log,
+		Metrics:    reg,
 	})
 	if err != nil {
 		return err

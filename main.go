@@ -326,6 +326,9 @@ func serve(args []string, stderr io.Writer) error {
 	}
 
 	reg.MustRegister(handlers.NewCollector(backend))
+	if own, ok := backend.(interface{ Collectors() []prometheus.Collector }); ok {
+		reg.MustRegister(own.Collectors()...) // the Kubernetes backend's clash counter
+	}
 	invocations := &handlers.Invocations{}
 	hlog := log.Named("handlers")
 	protect := func(h http.HandlerFunc) http.HandlerFunc {

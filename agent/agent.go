@@ -153,10 +153,22 @@ func (p *AnnotationPublisher) Publish(ctx context.Context, value string) (bool, 
 	return true, nil
 }
 
+// DeviceLister says which GPUs the device plugin gave which pods: the
+// kubelet's PodResources API (PodResources), or a fake in tests.
+type DeviceLister interface {
+	Devices(ctx context.Context) (placeholders, claims []gpu.PodDevices, err error)
+}
+
 // Config is what an Agent is made of.
 type Config struct {
 	Source    GPUSource
 	Publisher *AnnotationPublisher
+	// ModelStore is the node model store's folder as the agent sees it;
+	// empty: no store, and the annotation lists no models.
+	ModelStore string
+	// Devices, when set, adds the placeholders' and other pods' GPUs to
+	// the annotation.
+	Devices DeviceLister
 	// Interval between discoveries; the Node is patched only on a change.
 	Interval time.Duration
 	Log      *zap.Logger
@@ -173,13 +185,16 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("agent: -interval %s must be positive", cfg.Interval)
 	}
-	return &Agent{src: cfg.Source, pub: cfg.Publisher, interval: cfg.Interval, log: cfg.Log, metrics: newMetrics(cfg.Metrics)}, nil
+	return &Agent{src: cfg.Source, pub: cfg.Publisher, store: cfg.ModelStore, devices: cfg.Devices,
+		interval: cfg.Interval, log: cfg.Log, metrics: newMetrics(cfg.Metrics)}, nil
 }
 
 // Agent re-discovers on every interval and publishes what changed.
 type Agent struct {
 	src      GPUSource
 	pub      *AnnotationPublisher
+	store    string
+	devices  DeviceLister
 	interval time.Duration
 	log      *zap.Logger
 	metrics  *metrics
@@ -230,7 +245,35 @@ func (a *Agent) pass(ctx context.Context) error {
 	return a.publish(ctx, n)
 }
 
+// node adds to the GPUs what the node's store and its kubelet say. Both
+// are all or nothing, as discovery is: a field left out would read as
+// "the store is empty" or "no placeholder holds a GPU", and the provider
+// would act on it.
+func (a *Agent) node(ctx context.Context, n gpu.NodeGPUs) (gpu.NodeGPUs, error) {
+	if a.store != "" {
+		models, err := ScanModelStore(a.store)
+		if err != nil {
+			return n, err
+		}
+		n.Models = models
+		a.metrics.storeModels.Set(float64(len(models)))
+	}
+	if a.devices != nil {
+		holders, claims, err := a.devices.Devices(ctx)
+		if err != nil {
+			return n, err
+		}
+		n.Placeholders, n.Claims = holders, claims
+	}
+	return n, nil
+}
+
 func (a *Agent) publish(ctx context.Context, n gpu.NodeGPUs) error {
+	n, err := a.node(ctx, n)
+	if err != nil {
+		a.metrics.discoveries.WithLabelValues("error").Inc()
+		return err
+	}
 	a.metrics.discoveries.WithLabelValues("ok").Inc()
 	a.metrics.observe(n)
 	value, err := gpu.EncodeNodeGPUs(n)
@@ -246,7 +289,8 @@ func (a *Agent) publish(ctx context.Context, n gpu.NodeGPUs) error {
 	a.metrics.lastSuccess.Set(float64(now.Unix()))
 	if changed {
 		a.metrics.patches.Inc()
-		a.log.Info("published GPUs on the Node", zap.String("node", a.pub.node), zap.Int("gpus", len(n.GPUs)), zap.Int("bytes", len(value)))
+		a.log.Info("published GPUs on the Node", zap.String("node", a.pub.node), zap.Int("gpus", len(n.GPUs)),
+			zap.Int("models", len(n.Models)), zap.Int("placeholders", len(n.Placeholders)), zap.Int("bytes", len(value)))
 		for _, g := range n.GPUs {
 			if g.MIGEnabled && !a.migWarned[g.UUID] {
 				if a.migWarned == nil {
@@ -308,6 +352,7 @@ type metrics struct {
 	discoveries *prometheus.CounterVec
 	patches     prometheus.Counter
 	lastSuccess prometheus.Gauge
+	storeModels prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -315,13 +360,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		gpus:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_gpus", Help: "GPUs NVML reports on this node, MIG-enabled ones included."}),
 		snapshot: newGPUCollector(),
 		discoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faas_gpu_agent_discoveries_total",
-			Help: "NVML discoveries by result (ok, error)."}, []string{"result"}),
+			Help: "Discoveries (NVML, the model store, the kubelet's PodResources) by result (ok, error)."}, []string{"result"}),
 		patches: prometheus.NewCounter(prometheus.CounterOpts{Name: "faas_gpu_agent_annotation_patches_total",
 			Help: "Patches of the Node annotation, made only when the GPUs changed."}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_last_success_timestamp_seconds",
 			Help: "When a discovery was last published or found unchanged."}),
+		storeModels: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faas_gpu_agent_model_store_models",
+			Help: "Models the node's model store held when the agent last looked (0 without a store)."}),
 	}
-	reg.MustRegister(m.gpus, m.snapshot, m.discoveries, m.patches, m.lastSuccess)
+	reg.MustRegister(m.gpus, m.snapshot, m.discoveries, m.patches, m.lastSuccess, m.storeModels)
 	return m
 }
 

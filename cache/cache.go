@@ -94,6 +94,10 @@ type Cache struct {
 	mu       sync.Mutex
 	replicas map[string]*replica
 	nodes    map[string]*nodeTier
+	// stores are the models each node's model store holds, as its agent
+	// reports them: on the node for as long as the report says so, with
+	// no TTL and outside the LRU bound.
+	stores map[string]map[string]bool
 	// onGPU counts, per model and GPU, the replicas holding the model, so
 	// placement asks "where is this model" once, not per replica.
 	onGPU map[string]map[string]int
@@ -108,7 +112,7 @@ func New(opts Options) *Cache {
 	if opts.NodeTTL <= 0 {
 		opts.NodeTTL = DefaultOptions.NodeTTL
 	}
-	return &Cache{opts: opts, replicas: map[string]*replica{}, nodes: map[string]*nodeTier{}, onGPU: map[string]map[string]int{}}
+	return &Cache{opts: opts, replicas: map[string]*replica{}, nodes: map[string]*nodeTier{}, stores: map[string]map[string]bool{}, onGPU: map[string]map[string]int{}}
 }
 
 // AddReplica starts tracking a replica on gpu of node whose memory limit
@@ -400,10 +404,34 @@ func (c *Cache) Where(name string, now time.Time) Locality {
 			l.Nodes[node] = true
 		}
 	}
+	for node, models := range c.stores {
+		if models[name] {
+			l.Nodes[node] = true
+		}
+	}
 	return l
 }
 
-// OnNode reports whether node loaded model name within the TTL.
+// SetNodeStore replaces what node's model store holds (nil or empty: no
+// store, or an empty one). A model there counts as on the node until a
+// later report leaves it out: the store is a fact the node reports, not a
+// guess from a recent load, so it never expires.
+func (c *Cache) SetNodeStore(node string, models []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(models) == 0 {
+		delete(c.stores, node)
+		return
+	}
+	set := make(map[string]bool, len(models))
+	for _, m := range models {
+		set[m] = true
+	}
+	c.stores[node] = set
+}
+
+// OnNode reports whether node's model store holds model name, or the node
+// loaded it within the TTL.
 func (c *Cache) OnNode(node, name string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -411,6 +439,9 @@ func (c *Cache) OnNode(node, name string, now time.Time) bool {
 }
 
 func (c *Cache) onNodeLocked(node, name string, now time.Time) bool {
+	if c.stores[node][name] {
+		return true
+	}
 	t, ok := c.nodes[node]
 	if !ok {
 		return false

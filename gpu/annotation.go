@@ -25,6 +25,25 @@ type NodeGPUs struct {
 	// Source says how the agent found the GPUs ("nvml").
 	Source string     `json:"source"`
 	GPUs   []AgentGPU `json:"gpus"`
+	// Models are the models the node's model store holds (the names of
+	// its entries), sorted; absent when the node has no store or the
+	// agent was not given one. The provider's node tier treats them as on
+	// the node for as long as the annotation says so.
+	Models []string `json:"models,omitempty"`
+	// Placeholders are the GPUs the kubelet's device plugin gave each
+	// faas-gpu placeholder pod on the node, and Claims those it gave any
+	// other pod, both from the kubelet's PodResources API; absent when the
+	// agent cannot read it. Devices are the plugin's IDs (NVIDIA's plugin:
+	// GPU UUIDs).
+	Placeholders []PodDevices `json:"placeholders,omitempty"`
+	Claims       []PodDevices `json:"claims,omitempty"`
+}
+
+// PodDevices are the GPUs one pod holds from the device plugin.
+type PodDevices struct {
+	// Pod is "namespace/name".
+	Pod     string   `json:"pod"`
+	Devices []string `json:"devices"`
 }
 
 // AgentGPU is what the agent reports of one GPU.
@@ -91,14 +110,28 @@ func EncodeNodeGPUs(n NodeGPUs) (string, error) {
 	return string(b), nil
 }
 
-// DecodeNodeGPUs reads the annotation of node into devices of that node.
-func DecodeNodeGPUs(node, value string) ([]Device, error) {
+// ParseNodeGPUs reads the whole annotation of node, checking its version.
+func ParseNodeGPUs(node, value string) (NodeGPUs, error) {
 	var n NodeGPUs
 	if err := json.Unmarshal([]byte(value), &n); err != nil {
-		return nil, fmt.Errorf("node %s: annotation %s: %w", node, AnnotationNodeGPUs, err)
+		return NodeGPUs{}, fmt.Errorf("node %s: annotation %s: %w", node, AnnotationNodeGPUs, err)
 	}
 	if n.Version != NodeGPUsVersion {
-		return nil, fmt.Errorf("node %s: annotation %s: version %q, this build reads %q", node, AnnotationNodeGPUs, n.Version, NodeGPUsVersion)
+		return NodeGPUs{}, fmt.Errorf("node %s: annotation %s: version %q, this build reads %q", node, AnnotationNodeGPUs, n.Version, NodeGPUsVersion)
+	}
+	for _, p := range append(append([]PodDevices(nil), n.Placeholders...), n.Claims...) {
+		if p.Pod == "" || !strings.Contains(p.Pod, "/") {
+			return NodeGPUs{}, fmt.Errorf("node %s: annotation %s: pod %q is not namespace/name", node, AnnotationNodeGPUs, p.Pod)
+		}
+	}
+	return n, nil
+}
+
+// DecodeNodeGPUs reads the annotation of node into devices of that node.
+func DecodeNodeGPUs(node, value string) ([]Device, error) {
+	n, err := ParseNodeGPUs(node, value)
+	if err != nil {
+		return nil, err
 	}
 	devs := make([]Device, 0, len(n.GPUs))
 	for _, g := range n.GPUs {

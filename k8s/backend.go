@@ -107,6 +107,7 @@ type Backend struct {
 	resv     map[string]time.Time
 	resvMu   sync.Mutex
 	problems map[string]bool // node problems already logged
+	nodeObs  *nodeObserver
 
 	viewMu   sync.Mutex
 	view     *state
@@ -168,7 +169,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, log: cfg.Log, client: client, ctx: ctx, cancel: cancel,
 		electionDone: make(chan struct{}), kickc: make(chan struct{}, 1),
-		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{},
+		written: map[string]map[string]bool{}, resv: map[string]time.Time{}, problems: map[string]bool{}, nodeObs: newNodeObserver(),
 		identity: cfg.Identity,
 	}
 	if b.identity == "" {

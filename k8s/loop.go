@@ -69,6 +69,9 @@ func (b *Backend) reconcile(all bool) {
 		})
 		strays = st.strays(pods)
 	}
+	if b.observeNodes(st, inv) {
+		all = true // a placeholder's device changed: replicas are told it
+	}
 	dirty := st.setInventory(inv, strays, now)
 	ended, placed := st.checkDrains(b.groupSettledLocked, now)
 	for k := range placed {

@@ -35,6 +35,8 @@ type renderOptions struct {
 	MPSPipeDir   string
 	RuntimeClass string
 	Port         int
+	// ModelStore is the node model store's host folder; empty: none.
+	ModelStore string
 }
 
 // renderDeployment is the Deployment running one group of a function's
@@ -84,7 +86,7 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 		Name:  dep.Service,
 		Image: dep.Image,
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
-		Env:   functionEnv(g, o.MPSPipeDir),
+		Env:   functionEnv(g, o.MPSPipeDir, o.ModelStore),
 		// Readiness gates traffic from the first second; liveness waits
 		// longer because loading a model onto a GPU can take many seconds.
 		ReadinessProbe: probe(2, 2, 3),
@@ -109,6 +111,16 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 		Path: pipe, Type: ptr(corev1.HostPathDirectoryOrCreate),
 	}}})
 	container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "mps-pipe", MountPath: pipe})
+	if o.ModelStore != "" {
+		// Read-only: the store is the node's, filled by the chart's fetch
+		// Job; a replica writing there would change what the agent reports
+		// for every function on the node. DirectoryOrCreate so a node whose
+		// store is still empty runs its replicas (they load from elsewhere).
+		volumes = append(volumes, corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: o.ModelStore, Type: ptr(corev1.HostPathDirectoryOrCreate),
+		}}})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "model-store", MountPath: o.ModelStore, ReadOnly: true})
+	}
 	if len(dep.Secrets) > 0 {
 		var sources []corev1.VolumeProjection
 		for _, s := range dep.Secrets {
@@ -158,10 +170,10 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 // functionEnv is a group's replica environment, as in every backend
 // (lifecycle.RenderEnv): inside the pod the NVIDIA runtime shows only the
 // group's GPUs, numbered from 0.
-func functionEnv(g groupSpec, pipeDir string) []corev1.EnvVar {
+func functionEnv(g groupSpec, pipeDir, modelDir string) []corev1.EnvVar {
 	vars := lifecycle.RenderEnv(lifecycle.EnvInput{
 		Spec: g.Function, Model: g.Model, Config: g.Config, Placement: g.Placement,
-		Devices: g.Visible, InContainer: true, MPSPipeDir: pipeDir, Group: g.Name,
+		Devices: g.Visible, InContainer: true, MPSPipeDir: pipeDir, ModelDir: modelDir, Group: g.Name,
 	})
 	env := make([]corev1.EnvVar, len(vars))
 	for i, v := range vars {

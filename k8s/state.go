@@ -47,6 +47,9 @@ type state struct {
 	// deploymentExists tells whether a Deployment of that name is still in
 	// the cluster (nil: never), so a new group does not take its name.
 	deploymentExists func(ns, name string) bool
+	// deviceOf: booked GPU -> the device its placeholder was given, where
+	// they differ (observeNodes); replicas are told that device.
+	deviceOf map[string]string
 }
 
 type drain struct {
@@ -347,6 +350,10 @@ func (s *state) visibleDevices(p scheduler.Placement) []string {
 	out := make([]string, len(p.GPUs))
 	for i, u := range p.GPUs {
 		out[i] = u
+		if d, ok := s.deviceOf[u]; ok {
+			out[i] = d
+			continue
+		}
 		if strings.HasPrefix(u, "GPU-") || strings.HasPrefix(u, "MIG-") {
 			continue
 		}

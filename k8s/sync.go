@@ -78,7 +78,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 
 	want := map[string]bool{}
-	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort}
+	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
 	for _, g := range groups {
 		d := renderDeployment(g, opts)
 		if err := b.applyDeployment(ctx, d); err != nil {

@@ -28,6 +28,9 @@ type EnvInput struct {
 	// GPU of the host, so it gets their names.
 	InContainer bool
 	MPSPipeDir  string
+	// ModelDir is where the node's model store is mounted in the replica
+	// (FAAS_GPU_MODEL_DIR); empty where there is no store.
+	ModelDir string
 	// Replica is the replica's ID, Group its Kubernetes replica group;
 	// either may be empty.
 	Replica, Group string
@@ -39,7 +42,7 @@ type EnvInput struct {
 var placementEnv = map[string]bool{
 	"NVIDIA_VISIBLE_DEVICES": true, "NVIDIA_DRIVER_CAPABILITIES": true, "CUDA_VISIBLE_DEVICES": true,
 	"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": true, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": true, "CUDA_MPS_PIPE_DIRECTORY": true,
-	"FAAS_GPU_MODEL": true, "FAAS_GPU_REPLICA": true, "FAAS_GPU_REPLICA_GROUP": true, "fprocess": true,
+	"FAAS_GPU_MODEL": true, "FAAS_GPU_MODEL_DIR": true, "FAAS_GPU_REPLICA": true, "FAAS_GPU_REPLICA_GROUP": true, "fprocess": true,
 }
 
 // RenderEnv is a replica's environment, the same in every backend: the
@@ -97,6 +100,9 @@ func RenderEnv(in EnvInput) []EnvVar {
 	)
 	if _, own := dep.EnvVars["FAAS_GPU_BATCH"]; !own {
 		env = append(env, EnvVar{"FAAS_GPU_BATCH", strconv.Itoa(max(in.Config.Batch, 1))})
+	}
+	if in.ModelDir != "" {
+		env = append(env, EnvVar{"FAAS_GPU_MODEL_DIR", in.ModelDir})
 	}
 	if in.Replica != "" {
 		env = append(env, EnvVar{"FAAS_GPU_REPLICA", in.Replica})
