@@ -234,13 +234,17 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 		}
 		c.promoted = nil
 	}
+	// GPUs that replicas placed in this pass will load each model on:
+	// the next replica of the model sees them as holding it.
+	loading := map[string]map[string]bool{}
 	for _, fn := range c.order {
 		placed := false
 		for _, r := range fn.live {
 			if r.placement != nil {
 				continue
 			}
-			p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: fn.plan.Request.Model, Now: now, Speed: c.speedFor(fn, r.config)})
+			model := fn.plan.Request.Model
+			p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model]})
 			res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 			if err != nil {
 				if r.reason != err.Error() {
@@ -251,6 +255,12 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 			}
 			id := r.id
 			c.onUndo(func() { _ = c.alloc.Release(id, now) })
+			if loading[model] == nil {
+				loading[model] = map[string]bool{}
+			}
+			for _, u := range p.GPUs {
+				loading[model][u] = true
+			}
 			for _, gone := range evicted {
 				c.evicted(gone, now, res)
 			}

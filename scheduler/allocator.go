@@ -132,6 +132,11 @@ type Hints struct {
 	// Speed is the profiled throughput of the replica's slice on a GPU
 	// product; nil or 0 when unknown.
 	Speed func(product string) float64
+	// Loading are GPUs (by UUID) where replicas of Model were placed a
+	// moment ago and will load it: as local as a GPU that holds it, and
+	// their nodes as local as a node that loaded it. A pass that places
+	// several replicas at once sees them before they start.
+	Loading map[string]bool
 }
 
 // Place books replica id on the best GPU for req. The score, in order:
@@ -197,7 +202,24 @@ func (a *Allocator) locality(h Hints) cache.Locality {
 	if h.Model == "" {
 		return cache.Locality{}
 	}
-	return a.cache.Where(h.Model, h.Now)
+	loc := a.cache.Where(h.Model, h.Now)
+	if len(h.Loading) == 0 {
+		return loc
+	}
+	gpus, nodes := map[string]bool{}, map[string]bool{}
+	for u := range loc.GPUs {
+		gpus[u] = loc.GPUs[u]
+	}
+	for n := range loc.Nodes {
+		nodes[n] = loc.Nodes[n]
+	}
+	for u := range h.Loading {
+		if g, ok := a.byUUID[u]; ok {
+			gpus[u], nodes[g.dev.Node] = true, true
+		}
+	}
+	loc.GPUs, loc.Nodes = gpus, nodes
+	return loc
 }
 
 func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
