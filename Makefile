@@ -53,18 +53,41 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # The published simulator runs of docs/evaluation.md: tables on stdout, CSV
-# and SVG in docs/evaluation/ (needs ../shared/data/rapp-v100-latency.csv).
-# They run with the built-in contention model; ARGS="-contention off" gives
-# the "before" column, ARGS="-contention FILE" a measured table.
+# and SVG in $(BENCH_OUT) (needs ../shared/data/rapp-v100-latency.csv), then
+# the sweeps and ablations it quotes, on stdout only. They run with the
+# built-in contention model; ARGS="-contention off" gives the "before"
+# column (with BENCH_OUT=DIR, so the published files stay), ARGS="-contention
+# FILE" a measured table. Later flags win, so ARGS overrides a run's own.
+BENCH_OUT ?= docs/evaluation
 bench-sim: build
-	./$(BIN) simulate -quiet -scenario consolidation -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario throughput -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario throughput -max-batch 1 -name throughput-batch1 -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario locality -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario cost -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -scenario scale -out docs/evaluation $(ARGS)
-	./$(BIN) simulate -quiet -suite heldout -out docs/evaluation $(ARGS)
+	./$(BIN) simulate -quiet -scenario consolidation -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario throughput -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario throughput -max-batch 1 -name throughput-batch1 -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario locality -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -slo-margin 0.5 -name cost-margin -out $(BENCH_OUT) $(ARGS)
+	./$(BIN) simulate -quiet -scenario scale -out $(BENCH_OUT) $(ARGS)
+	@# Run 2's sweeps.
+	for a in "-rate 5" "-rate 10" "-rate 40" "-models largest:10" "-models largest:20" "-models largest:50" "-models largest:69" "-models spread:35"; do \
+		./$(BIN) simulate -quiet -scenario locality -policies lb,lalb,lalb-o3,faas-gpu $$a $(ARGS) || exit 1; done
+	@# Run 3's ablations (-slo-margin 2 -no-backlog: the commit-22797cd row).
+	./$(BIN) simulate -quiet -scenario cost -policies faas-gpu -no-backlog $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -policies faas-gpu -no-backlog -slo-margin 2 $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -policies faas-gpu -slo-factor 1.75 $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -policies faas-gpu -slo-margin 0.8 $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -policies faas-gpu -slo-margin 0.6 $(ARGS)
+	@# Fair baselines: the LB family's smallest clusters, fast-gshare's readings.
+	for g in 16 24 26 28 30 31 32; do \
+		./$(BIN) simulate -quiet -scenario cost -policies lb,lalb,lalb-o3 -gpus $$g $(ARGS) || exit 1; done
+	./$(BIN) simulate -quiet -scenario cost -policies fast-gshare -fast-scale-up 0.9 $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -policies fast-gshare -fast-scale-up 0.9 -slo-margin 0.5 $(ARGS)
+	@# Run 4: step-load ablations and all six policies at scale (about 90 s).
+	./$(BIN) simulate -quiet -scenario scale -warmup 30s $(ARGS)
+	./$(BIN) simulate -quiet -scenario scale -no-backlog $(ARGS)
+	./$(BIN) simulate -quiet -scenario scale -no-backlog -warmup 30s $(ARGS)
+	./$(BIN) simulate -quiet -scenario scale -policies all $(ARGS)
+	@# The held-out suite of issue 12.
+	./$(BIN) simulate -quiet -suite heldout -out $(BENCH_OUT) $(ARGS)
 
 clean:
 	rm -rf bin

@@ -23,7 +23,7 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 		{"bad ramp", []string{"-models", "resnet50", "-ramp", "10s"}, "-ramp"},
 		{"bad memory", []string{"-models", "resnet50", "-memory", "lots"}, "-memory"},
 		{"bad sm", []string{"-models", "resnet50", "-sm", "120"}, "-sm"},
-		{"bad margin", []string{"-models", "resnet50", "-slo-margin", "2"}, "-slo-margin"},
+		{"bad margin", []string{"-models", "resnet50", "-slo-margin", "2.5"}, "-slo-margin"},
 		{"bad model", []string{"-models", "largest:0"}, "models"},
 		{"unknown model", []string{"-models", "nosuchnet", "-duration", "1s"}, "nosuchnet"},
 		{"missing trace", []string{"-trace", "/nonexistent.csv"}, "trace"},

@@ -140,6 +140,47 @@ func TestBatches(t *testing.T) {
 	}
 }
 
+// -slo-margin M gives faas-gpu SLO x M to plan with, and it holds its
+// batches to half of that: M = 2 plans them against the whole SLO, as the
+// provider did before the SLO/2 rule (the cost run's ablation row), while
+// violations still count against the SLO as annotated.
+func TestSLOMarginSetsTheBatchBound(t *testing.T) {
+	model := synthModel{name: "mb", lat: map[int]float64{1: 10, 2: 12, 4: 16, 8: 24}, memory: 1536 << 20, size: 128 << 20, load: time.Second}
+	cat := synthCatalog(t, model)
+	tests := []struct {
+		margin float64
+		want   []float64 // latencies in completion order, 10 requests at 0
+	}{
+		// bound 15 ms: batch 2 (12 ms)
+		{1, []float64{10, 22, 22, 34, 34, 46, 46, 58, 58, 68}},
+		// bound 22.5 ms: batch 4 (16 ms)
+		{1.5, []float64{10, 26, 26, 26, 26, 42, 42, 42, 42, 52}},
+		// bound 30 ms, the whole SLO: batch 8 (24 ms)
+		{2, []float64{10, 34, 34, 34, 34, 34, 34, 34, 34, 44}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.margin), func(t *testing.T) {
+			wl := trace(t, strings.Repeat("0,f,mb\n", 10), TraceOptions{SLO: 30 * time.Millisecond})
+			res, done, _ := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{SLOMargin: tt.margin})
+			if len(done) != len(tt.want) {
+				t.Fatalf("%d completions, want %d", len(done), len(tt.want))
+			}
+			over := 0
+			for i, c := range done {
+				if !near(c.latency, msDur(tt.want[i])) {
+					t.Errorf("completion %d took %s, want %v ms", i, c.latency, tt.want[i])
+				}
+				if c.latency > 30*time.Millisecond {
+					over++
+				}
+			}
+			if want := 100 * float64(over) / float64(len(done)); math.Abs(res.SLOViolations-want) > 1e-9 {
+				t.Errorf("SLO violations %.2f %%, want %.2f %% (against the annotated 30 ms)", res.SLOViolations, want)
+			}
+		})
+	}
+}
+
 // Loads: cold from storage, 40 % of that when the node loaded the model
 // recently, nothing when the GPU holds it.
 func TestLoadCosts(t *testing.T) {

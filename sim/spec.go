@@ -497,9 +497,9 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.Drain = v
 		return nil
 	})
-	f.float("slo-margin", 1, "faas-gpu and fast-gshare are given SLO x this as their SLO (faas-gpu then holds its batches to half of it, fast-gshare to all of it); violations still count against the SLO", func(s *Spec, v float64) error {
-		if v <= 0 || v > 1 {
-			return fmt.Errorf("-slo-margin: %v is outside (0, 1]", v)
+	f.float("slo-margin", 1, "faas-gpu and fast-gshare are given SLO x this as their SLO (faas-gpu then holds its batches to half of it, fast-gshare to all of it), up to 2 (faas-gpu's batches at the whole SLO); violations still count against the SLO", func(s *Spec, v float64) error {
+		if v <= 0 || v > 2 {
+			return fmt.Errorf("-slo-margin: %v is outside (0, 2]", v)
 		}
 		s.Options.SLOMargin = v
 		return nil

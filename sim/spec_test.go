@@ -103,6 +103,14 @@ func TestSpecFlags(t *testing.T) {
 			}
 			return ""
 		}},
+		// -slo-margin 2 plans faas-gpu's batches against the whole SLO:
+		// the cost run's ablation row (the provider before SLO/2).
+		{"-slo-margin 2", []string{"-scenario", "cost", "-slo-margin", "2"}, func(s Spec) string {
+			if s.Options.SLOMargin != 2 {
+				return "margin not 2"
+			}
+			return ""
+		}},
 		{"scenario values stay unless overridden", []string{"-scenario", "locality", "-warmup", "1s", "-name", "loc2"}, func(s Spec) string {
 			if s.Options.Warmup != time.Second || s.Min != 4 || s.Max != 4 || s.Zipf != 1.1 || s.Name != "loc2" || s.Duration != 20*time.Minute {
 				return "scenario not kept under the overrides"
@@ -138,6 +146,8 @@ func TestSpecFlagsReject(t *testing.T) {
 		{[]string{"-models", "resnet50", "-contention", ""}, "-contention"},
 		{[]string{"-models", "resnet50", "-fast-scale-up", "0"}, "-fast-scale-up"},
 		{[]string{"-models", "resnet50", "-fast-scale-up", "1.5"}, "-fast-scale-up"},
+		{[]string{"-models", "resnet50", "-slo-margin", "0"}, "-slo-margin"},
+		{[]string{"-models", "resnet50", "-slo-margin", "2.5"}, "-slo-margin"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
