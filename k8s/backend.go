@@ -88,6 +88,9 @@ type Backend struct {
 	leading bool
 	closing bool
 	leader  string // the leader last observed
+	// leaseHolder and leaseURL are what the Lease said at its last read
+	// or write: its holder and the address the holder published.
+	leaseHolder, leaseURL string
 	// w is this leadership term's writer (queue.go); nil on a standby.
 	w *writer
 	// written are Deployments this instance wrote that the informer may not
@@ -135,6 +138,9 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.Rest == nil {
 		return nil, errors.New("kubernetes: no API server configuration")
+	}
+	if err := checkAdvertiseURL(cfg.AdvertiseURL); err != nil {
+		return nil, err
 	}
 	def := DefaultOptions()
 	if cfg.Namespace == "" {

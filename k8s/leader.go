@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // runElection takes part in the election on the Lease until Close. Losing
@@ -22,10 +21,10 @@ func (b *Backend) runElection(observed chan struct{}) {
 	defer close(b.electionDone)
 	var once sync.Once
 	seen := func() { once.Do(func() { close(observed) }) }
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: b.cfg.LeaseName, Namespace: b.cfg.Namespace},
-		Client:     b.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: b.identity},
+	lock := &leaseLock{
+		meta:   metav1.ObjectMeta{Name: b.cfg.LeaseName, Namespace: b.cfg.Namespace},
+		client: b.client.CoordinationV1(), identity: b.identity, url: b.cfg.AdvertiseURL,
+		observe: b.observeLease,
 	}
 	for b.ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
