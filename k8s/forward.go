@@ -40,9 +40,9 @@ type leaseLock struct {
 	client   coordinationv1client.LeasesGetter
 	identity string
 	url      string // this instance's address; empty: not published
-	// observe is told the holder and its address at every read or write
-	// of the Lease (every retry period on a standby).
-	observe func(holder, url string)
+	// observe is told the election record and the holder's address at
+	// every read or write of the Lease (every retry period on a standby).
+	observe func(rec resourcelock.LeaderElectionRecord, url string)
 	lease   *coordinationv1.Lease
 }
 
@@ -59,7 +59,7 @@ func (l *leaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease %s: encode record: %w", l.Describe(), err)
 	}
-	l.observe(rec.HolderIdentity, lease.Annotations[AnnotationLeaderURL])
+	l.observe(*rec, lease.Annotations[AnnotationLeaderURL])
 	return rec, raw, nil
 }
 
@@ -74,7 +74,7 @@ func (l *leaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 		return err
 	}
 	l.lease = created
-	l.observe(ler.HolderIdentity, created.Annotations[AnnotationLeaderURL])
+	l.observe(ler, created.Annotations[AnnotationLeaderURL])
 	return nil
 }
 
@@ -90,7 +90,7 @@ func (l *leaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 		return err
 	}
 	l.lease = updated
-	l.observe(ler.HolderIdentity, updated.Annotations[AnnotationLeaderURL])
+	l.observe(ler, updated.Annotations[AnnotationLeaderURL])
 	return nil
 }
 
@@ -111,26 +111,41 @@ func (l *leaseLock) RecordEvent(string) {}
 func (l *leaseLock) Identity() string   { return l.identity }
 func (l *leaseLock) Describe() string   { return l.meta.Namespace + "/" + l.meta.Name }
 
-// observeLease keeps what the Lease last said: who holds it and where.
-func (b *Backend) observeLease(holder, url string) {
+// observeLease keeps what the Lease last said: who holds it, where, and
+// until when this instance may believe it. As client-go's elector does,
+// the Lease counts from when this instance saw its renewal change, not
+// from the renewal's own time (the clocks of two machines differ).
+func (b *Backend) observeLease(rec resourcelock.LeaderElectionRecord, url string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.leaseHolder, b.leaseURL = holder, url
+	if rec.HolderIdentity != b.lease.holder || !rec.RenewTime.Equal(&b.lease.renew) {
+		b.lease.seen = now
+	}
+	b.lease.holder, b.lease.url, b.lease.renew = rec.HolderIdentity, url, rec.RenewTime
+	b.lease.valid = time.Duration(rec.LeaseDurationSeconds) * time.Second
 }
 
 // LeaderURL is where writes go: leading is true on the leader itself;
 // otherwise url is the leader's published address, empty when no leader
 // is known or it published none.
-func (b *Backend) LeaderURL() (url string, leading bool) {
+func (b *Backend) LeaderURL() (url string, leading bool) { return b.leaderURLAt(time.Now()) }
+
+func (b *Backend) leaderURLAt(now time.Time) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.leading {
 		return b.cfg.AdvertiseURL, true
 	}
-	if b.leaseHolder == "" || b.leaseHolder == b.identity {
+	if b.lease.holder == "" || b.lease.holder == b.identity {
 		return "", false
 	}
-	return b.leaseURL, false
+	// A Lease not renewed in time belongs to a leader that died: its pod
+	// IP may already be another pod's, which must not get the callers'
+	// credentials.
+	if now.Sub(b.lease.seen) > b.lease.valid {
+		return "", false
+	}
+	return b.lease.url, false
 }
 
 // Identity is this instance's name in the Lease.

@@ -23,7 +23,7 @@ func TestLeaseLockPublishesTheHoldersURL(t *testing.T) {
 	type seen struct{ holder, url string }
 	newLock := func(id, url string, got *seen) *leaseLock {
 		return &leaseLock{meta: metav1.ObjectMeta{Name: "faas-gpu", Namespace: "openfaas"}, client: client.CoordinationV1(),
-			identity: id, url: url, observe: func(h, u string) { *got = seen{h, u} }}
+			identity: id, url: url, observe: func(rec resourcelock.LeaderElectionRecord, u string) { *got = seen{rec.HolderIdentity, u} }}
 	}
 	var seenA, seenB, seenC seen
 	a := newLock("a", "http://10.0.0.1:8081", &seenA)
@@ -171,6 +171,45 @@ func TestCheckAdvertiseURL(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "-k8s-advertise-url") {
 			t.Errorf("%q: error %q does not name the flag", c.in, err)
+		}
+	}
+}
+
+// A standby forwards only to a holder whose Lease it saw renewed within
+// the Lease's duration: a leader that died may have left its pod IP to
+// another pod.
+func TestLeaderURLOnlyWhileTheLeaseHolds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(holder string, renew time.Time) resourcelock.LeaderElectionRecord {
+		return resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 2, RenewTime: metav1.NewTime(renew)}
+	}
+	const url = "http://10.0.0.1:8081"
+	steps := []struct {
+		what    string
+		seen    *resourcelock.LeaderElectionRecord // observed at at, if set
+		at      time.Time
+		leading bool
+		wantURL string
+		wantLed bool
+	}{
+		{"nothing seen", nil, t0, false, "", false},
+		{"another holds it", ptr(rec("a", t0)), t0, false, url, false},
+		{"within its duration", nil, t0.Add(2 * time.Second), false, url, false},
+		{"not renewed past its duration", nil, t0.Add(2*time.Second + time.Millisecond), false, "", false},
+		{"renewed again, though its clock lags ours", ptr(rec("a", t0.Add(-time.Minute))), t0.Add(3 * time.Second), false, url, false},
+		{"released", ptr(rec("", t0)), t0.Add(3 * time.Second), false, "", false},
+		{"held by this instance that stopped leading", ptr(rec("me", t0)), t0.Add(3 * time.Second), false, "", false},
+		{"leading", nil, t0.Add(3 * time.Second), true, "http://10.0.0.9:8081", true},
+	}
+	b := &Backend{identity: "me", cfg: Config{Options: Options{AdvertiseURL: "http://10.0.0.9:8081"}}}
+	for _, s := range steps {
+		if s.seen != nil {
+			b.observeLease(*s.seen, url, s.at)
+		}
+		b.leading = s.leading
+		gotURL, gotLed := b.leaderURLAt(s.at)
+		if gotURL != s.wantURL || gotLed != s.wantLed {
+			t.Errorf("%s: (%q, %v), want (%q, %v)", s.what, gotURL, gotLed, s.wantURL, s.wantLed)
 		}
 	}
 }

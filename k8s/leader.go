@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // runElection takes part in the election on the Lease until Close. Losing
@@ -24,7 +25,7 @@ func (b *Backend) runElection(observed chan struct{}) {
 	lock := &leaseLock{
 		meta:   metav1.ObjectMeta{Name: b.cfg.LeaseName, Namespace: b.cfg.Namespace},
 		client: b.client.CoordinationV1(), identity: b.identity, url: b.cfg.AdvertiseURL,
-		observe: b.observeLease,
+		observe: func(rec resourcelock.LeaderElectionRecord, url string) { b.observeLease(rec, url, time.Now()) },
 	}
 	for b.ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
