@@ -305,6 +305,10 @@ func serve(args []string, stderr io.Writer) error {
 	// The proxy counts every function's load here; the backend's
 	// autoscaler reads it.
 	load := handlers.NewLoadBook()
+	// On Kubernetes the leader's autoscaler also counts what the standbys
+	// proxied (they report it every tick); three silent ticks and a
+	// standby's queued requests no longer count.
+	share := handlers.NewLoadShare(load, 3*o.tick)
 	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(reg), Load: load}
 	switch o.router {
 	case "locality":
@@ -320,7 +324,12 @@ func serve(args []string, stderr io.Writer) error {
 	if o.tick <= 0 {
 		return fmt.Errorf("-autoscale-interval: must be positive")
 	}
-	backend, orchestration, err := newBackend(o, store, load, log)
+	if o.k8s.AdvertiseURL == "" {
+		if ip := os.Getenv("POD_IP"); ip != "" { // the chart sets it from the downward API
+			o.k8s.AdvertiseURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(*cfg.TCPPort))
+		}
+	}
+	backend, orchestration, err := newBackend(o, store, load, share, log)
 	if err != nil {
 		return err
 	}
@@ -341,7 +350,7 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionLister:  handlers.MakeListHandler(backend, invocations),
 		DeployFunction:  handlers.MakeDeployHandler(backend, hlog),
 		UpdateFunction:  handlers.MakeUpdateHandler(backend, hlog),
-		DeleteFunction:  handlers.MakeDeleteHandler(backend, hlog, invocations, proxyOpts.Metrics, load),
+		DeleteFunction:  handlers.MakeDeleteHandler(backend, hlog, invocations, proxyOpts.Metrics, load, share),
 		FunctionStatus:  handlers.MakeStatusHandler(backend, invocations),
 		ScaleFunction:   handlers.MakeScaleHandler(backend, hlog),
 		Info:            handlers.MakeInfoHandler(orchestration, version, commit),
@@ -352,12 +361,24 @@ func serve(args []string, stderr io.Writer) error {
 		FunctionProxy:   handlers.MakeProxyHandler(backend, invocations, proxyOpts, log.Named("proxy")),
 		Health:          handlers.MakeHealthHandler(),
 	}
+	shared, multi := backend.(multiInstance)
+	if multi {
+		// Writes asked of a standby go to the leader, authenticated as
+		// they came; the standby checks the credentials first.
+		fh.DeployFunction = shared.ForwardWrites(fh.DeployFunction)
+		fh.UpdateFunction = shared.ForwardWrites(fh.UpdateFunction)
+		fh.DeleteFunction = shared.ForwardWrites(fh.DeleteFunction)
+		fh.ScaleFunction = shared.ForwardWrites(fh.ScaleFunction)
+	}
 	r := providerRouter(fh, creds, reg)
 	// faas-provider's own metrics would live in Prometheus' default
 	// registry; serve gathers it too, for the Go runtime's and the
 	// process's.
 	r.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, reg}, promhttp.HandlerOpts{}))
 	r.HandleFunc("/system/gpus", protect(handlers.MakeGPUsHandler(backend, proxyOpts.Metrics))).Methods(http.MethodGet)
+	if multi {
+		r.HandleFunc(handlers.LoadReportPath, protect(handlers.MakeLoadReportHandler(share, shared))).Methods(http.MethodPost)
+	}
 	r.PathPrefix("/ui").Handler(protect(handlers.MakeUIHandler())).Methods(http.MethodGet, http.MethodHead)
 	// The gateway asks Prometheus without credentials, so this stays open; it
 	// reveals only invocation counts, which /function/* callers can see anyway.
@@ -365,6 +386,11 @@ func serve(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if multi {
+		reporter := &handlers.LoadReporter{Book: load, Leader: shared, From: shared.Identity(), Creds: creds,
+			Client: &http.Client{Timeout: 5 * time.Second}, Log: log.Named("load")}
+		go reporter.Run(ctx, o.tick)
+	}
 	log.Info("faas-gpu serving", zap.Int("port", *cfg.TCPPort), zap.Bool("basicAuth", cfg.EnableBasicAuth),
 		zap.String("stateDir", o.stateDir), zap.Duration("readTimeout", cfg.ReadTimeout), zap.Duration("writeTimeout", cfg.WriteTimeout),
 		zap.String("version", version))
@@ -573,6 +599,14 @@ func profilesImportCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// multiInstance is a backend whose instances share one cluster: a
+// standby forwards writes to the leader and reports its load there.
+type multiInstance interface {
+	handlers.LeaderLocator
+	ForwardWrites(http.HandlerFunc) http.HandlerFunc
+	Identity() string
+}
+
 // providerBackend is what serve needs of a backend: every handler's
 // interface, and a way to stop.
 type providerBackend interface {
@@ -589,7 +623,7 @@ type providerBackend interface {
 // orchestration for /system/info: Kubernetes when given a kubeconfig or
 // running in a pod (GPUs come from the Nodes), local otherwise (GPUs from
 // -inventory, NVML or the built-in server).
-func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook, log *zap.Logger) (providerBackend, string, error) {
+func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook, shared *handlers.LoadShare, log *zap.Logger) (providerBackend, string, error) {
 	rest, onK8s, err := k8s.RestConfig(o.kubeconfig)
 	if err != nil {
 		return nil, "", err
@@ -600,7 +634,7 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 		}
 		b, err := k8s.New(k8s.Config{
 			Rest:       rest,
-			Load:       load,
+			Load:       shared,
 			Profiles:   store,
 			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, Queueing: o.queueing},
 			Tick:       o.tick,

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
@@ -88,6 +89,13 @@ type Backend struct {
 	leading bool
 	closing bool
 	leader  string // the leader last observed
+	// lease is what the Lease said at its last read or write (forward.go).
+	lease struct {
+		holder, url string
+		renew       metav1.Time
+		seen        time.Time // when this instance saw the renewal change
+		valid       time.Duration
+	}
 	// w is this leadership term's writer (queue.go); nil on a standby.
 	w *writer
 	// written are Deployments this instance wrote that the informer may not
@@ -135,6 +143,9 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.Rest == nil {
 		return nil, errors.New("kubernetes: no API server configuration")
+	}
+	if err := checkAdvertiseURL(cfg.AdvertiseURL); err != nil {
+		return nil, err
 	}
 	def := DefaultOptions()
 	if cfg.Namespace == "" {

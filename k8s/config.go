@@ -43,7 +43,12 @@ type Options struct {
 	LeaseName string
 	// Identity is this instance's name in the Lease; empty: host name plus
 	// a random suffix.
-	Identity      string
+	Identity string
+	// AdvertiseURL is where other instances reach this one's provider API
+	// (http://pod-IP:port); the leader publishes it on the Lease and
+	// standbys forward writes and send their load there. Empty: standbys
+	// refuse writes while this instance leads.
+	AdvertiseURL  string
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -100,6 +105,7 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	})
 	fs.StringVar(&o.LeaseName, "k8s-lease", o.LeaseName, "kubernetes: name of the Lease provider instances elect a leader on")
 	fs.StringVar(&o.Identity, "k8s-identity", o.Identity, "kubernetes: this instance's identity in the Lease (default: host name and a random suffix)")
+	fs.StringVar(&o.AdvertiseURL, "k8s-advertise-url", o.AdvertiseURL, "kubernetes: this instance's provider API address for the other instances, published on the Lease while it leads (default: http://$POD_IP:$port when POD_IP is set, else none: standbys refuse writes)")
 	fs.DurationVar(&o.LeaseDuration, "k8s-lease-duration", o.LeaseDuration, "kubernetes: how long a standby waits after the leader's last renewal before taking over")
 	fs.DurationVar(&o.RenewDeadline, "k8s-renew-deadline", o.RenewDeadline, "kubernetes: how long the leader retries renewing before it stops placing")
 	fs.DurationVar(&o.RetryPeriod, "k8s-retry-period", o.RetryPeriod, "kubernetes: how often instances try to acquire or renew the Lease")

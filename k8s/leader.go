@@ -22,10 +22,10 @@ func (b *Backend) runElection(observed chan struct{}) {
 	defer close(b.electionDone)
 	var once sync.Once
 	seen := func() { once.Do(func() { close(observed) }) }
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: b.cfg.LeaseName, Namespace: b.cfg.Namespace},
-		Client:     b.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: b.identity},
+	lock := &leaseLock{
+		meta:   metav1.ObjectMeta{Name: b.cfg.LeaseName, Namespace: b.cfg.Namespace},
+		client: b.client.CoordinationV1(), identity: b.identity, url: b.cfg.AdvertiseURL,
+		observe: func(rec resourcelock.LeaderElectionRecord, url string) { b.observeLease(rec, url, time.Now()) },
 	}
 	for b.ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
