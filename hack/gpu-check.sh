@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
-# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU:
-# steps 1-6 in under five minutes, step 7 about four more. It
+# gpu-check.sh: faas-gpu end to end on a machine with a real NVIDIA GPU, in
+# under 8 minutes by plan (a lent machine gives 15 in all, start-up
+# included). It first prints its plan: each step's time estimate, made from
+# the settings below, and when it would end. Steps 1-4 set up, then the
+# measuring steps run in order of value, 8, 7, 5, 6, and one that would end
+# past GPU_CHECK_BUDGET_S (default 450) is not started: the run says so and
+# ends with each step's time against its estimate. It
 #   1. builds faas-gpu (or takes FAAS_GPU_BIN: GPU machines often have no Go
 #      or no network),
 #   2. prints what `faas-gpu agent -once` discovers with NVML,
 #   3. starts the CUDA MPS control daemon when there is one (and stops it),
-#   4. runs `faas-gpu serve` locally (NVML inventory) and, through the
-#      provider API, deploys a process function doing a fixed amount of real
-#      GPU work per request at 10, 25, 50 and 100 % SM (com.openfaas.gpu.sm),
-#   5. drives each for DURATION seconds with bounded concurrency and prints
-#      the throughput at each share; halfway through each, it prints what
-#      `agent -once` reads under load (utilisation, each process's memory),
-#   6. profiles a real PyTorch model (torchvision's PROFILE_MODEL, fp16,
-#      random weights: nothing to download) with `faas-gpu profile` at the
-#      same shares and prints the profile it writes, when python3 has
-#      PyTorch with CUDA and torchvision,
-#   7. the co-location experiment (same requirement; about 4 minutes):
-#      1, 2, 4 and 8 MPS clients of one model and of two (COLOC_MODELS), at
-#      100/n % SM each and one uneven split (75/25), at batch 1 and 8, each
-#      client alone (its neighbours idle) and then all together; it writes
-#      colocation.csv (every client's latency and throughput, alone and
-#      together) and contention.csv, the table `faas-gpu simulate
-#      -contention FILE` reads (docs/evaluation.md, "Contention").
-#      GPU_CHECK_ONLY=colocate runs steps 3 and 7 only.
+#   4. runs `faas-gpu serve` locally (NVML inventory),
 #   8. the pytorch-gpu template (template/, docs/gpu-template.md) with the
 #      example classifier (examples/pytorch-classifier, TEMPLATE_MODEL),
 #      run from its build folder as local mode runs it: one call, then
 #      `faas-gpu profile` at TEMPLATE_SHARES and batch 1 and 8, its profile
 #      printed (about 2.5 minutes). GPU_CHECK_ONLY=template runs steps 1, 3,
-#      4 and 8 only (about 3 minutes): the run to do first on a lent machine.
+#      4 and 8 only.
+#   7. the co-location experiment (about 2 minutes): 1, 2, 4 and 8 MPS
+#      clients of one model and of two (COLOC_MODELS), at 100/n % SM each
+#      and one uneven split (75/25), at batch 1 and 8, each client alone
+#      (its neighbours idle) and then all together; the clients of one
+#      count start once and serve every configuration and batch of that
+#      count. It writes colocation.csv (every client's latency and
+#      throughput, alone and together) and contention.csv, the table
+#      `faas-gpu simulate -contention FILE` reads (docs/evaluation.md,
+#      "Contention"). GPU_CHECK_ONLY=colocate runs steps 3 and 7 only.
+#   5. through the provider API, deploys a process function doing a fixed
+#      amount of real GPU work per request at SM_SHARES (com.openfaas.gpu.sm),
+#      drives each for DURATION seconds with bounded concurrency and prints
+#      the throughput at each share; halfway through each, it prints what
+#      `agent -once` reads under load (utilisation, each process's memory),
+#   6. profiles a real PyTorch model (torchvision's PROFILE_MODEL, fp16,
+#      random weights: nothing to download) with `faas-gpu profile` at
+#      PROFILE_SHARES and prints the profile it writes.
+# Steps 6-8 need python3 with PyTorch with CUDA and torchvision.
 # Without MPS the SM share cannot bite: expect the same req/s at every share.
 #
 # The GPU work, in this order of preference (GPU_WORK picks one):
@@ -41,28 +47,33 @@
 #
 # Environment:
 #   FAAS_GPU_BIN   faas-gpu binary to use instead of building one
+#   GPU_CHECK_BUDGET_S  seconds the run may plan for (default 450): a step
+#                  whose estimate would end past it is skipped; past it and
+#                  a minute more the run stops itself (and cleans up)
+#   GPU_CHECK_PLAN=1  print the plan and exit: nothing is started
 #   GPU_WORK       nvcc, torch or cupy (default: the first that works)
-#   SM_SHARES      SM percentages to measure (default "10 25 50 100")
-#   DURATION       seconds of load per share (default 20)
+#   SM_SHARES      SM percentages of step 5 (default "10 25 50 100")
+#   DURATION       seconds of load per share in step 5 (default 10)
 #   CONCURRENCY    requests in flight (default 4)
 #   TARGET_MS      GPU time of one request at 100 % SM; the work per request
 #                  is calibrated to it once, then fixed (default 25)
 #   PROFILE_MODEL  torchvision model to profile in step 6 (default resnet50;
 #                  "none" skips the step)
-#   PROFILE_DURATION  seconds per profiling phase (default 5)
-#   PROFILE_OUT    folder to copy the written profile into (default: none)
+#   PROFILE_SHARES SM percentages of step 6 (default "25 100")
+#   PROFILE_DURATION  seconds per profiling phase of step 6 (default 3)
+#   PROFILE_OUT    folder to copy the written profiles into (default: none)
 #   COLOC_MODELS   the two torchvision models of step 7 (default
 #                  "resnet50 mobilenet_v2"; "none" skips the step)
 #   COLOC_CLIENTS  client counts (default "1 2 4 8")
 #   COLOC_BATCHES  batch sizes (default "1 8")
-#   COLOC_PHASE    seconds of each alone and together phase (default 3)
+#   COLOC_PHASE    seconds of each alone and together phase (default 2)
 #   COLOC_OUT      folder to copy colocation.csv and contention.csv into
-#   GPU_CHECK_ONLY=colocate  skip steps 1, 2 and 4-6 and 8
-#   GPU_CHECK_ONLY=template  skip steps 2, 5, 6 and 7
+#   GPU_CHECK_ONLY=colocate  steps 3 and 7 only
+#   GPU_CHECK_ONLY=template  steps 1, 3, 4 and 8 only
 #   TEMPLATE_MODEL torchvision classifier of step 8 (default resnet50;
 #                  "none" skips the step)
 #   TEMPLATE_SHARES  SM percentages of step 8 (default "25 50 100")
-#   TEMPLATE_DURATION  seconds per profiling phase of step 8 (default 3)
+#   TEMPLATE_DURATION  seconds per profiling phase of step 8 (default 2)
 #   TEMPLATE_SIZE  image side the classifier resizes to (default 224)
 #   KEEP=1         keep the temporary folder (logs) instead of removing it
 #   GPU_CHECK_DRY_RUN=1  no GPU needed: a CPU stand-in for the work and the
@@ -73,23 +84,44 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/faas-gpu-check.XXXXXX")
 SM_SHARES=${SM_SHARES:-"10 25 50 100"}
-DURATION=${DURATION:-20}
+DURATION=${DURATION:-10}
 CONCURRENCY=${CONCURRENCY:-4}
 TARGET_MS=${TARGET_MS:-25}
 DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
 ONLY=${GPU_CHECK_ONLY:-}
 [[ -z $ONLY || $ONLY == colocate || $ONLY == template ]] || { echo "gpu-check: GPU_CHECK_ONLY=$ONLY: only colocate and template are known" >&2; exit 2; }
+COLOC_PHASE=${COLOC_PHASE:-2}
+PROFILE_DURATION=${PROFILE_DURATION:-3}
+PROFILE_SHARES=${PROFILE_SHARES:-"25 100"}
+TEMPLATE_DURATION=${TEMPLATE_DURATION:-2}
+BUDGET=${GPU_CHECK_BUDGET_S:-450}
+PLAN_ONLY=${GPU_CHECK_PLAN:-0}
+[[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu-check: GPU_CHECK_BUDGET_S=$BUDGET: want whole seconds" >&2; exit 2; }
+for v in DURATION COLOC_PHASE PROFILE_DURATION TEMPLATE_DURATION; do
+	[[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "gpu-check: $v=${!v}: want seconds" >&2; exit 2; }
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/faas-gpu-check.XXXXXX")
 
 serve_pid=""
 child=""
 load_pid=""
+deadline_pid=""
+times=()
 mps_started=0
 mps_pipe="$work/mps-pipe"
 mkdir -p "$work/pids" "$work/state"
 
 log() { printf '\n== %s\n' "$*"; }
+
+# report_times prints, once, each step's time against its estimate and the
+# steps the budget skipped: what the next lent machine's plan learns from.
+report_times() {
+	((${#times[@]})) || return 0
+	printf '\n== time per step (%d s in all; budget %d s, GPU_CHECK_BUDGET_S)\n' "$SECONDS" "$BUDGET"
+	printf '  %s\n' "${times[@]}"
+	times=()
+}
 die() {
 	printf 'gpu-check: %s\n' "$*" >&2
 	exit 1
@@ -127,6 +159,10 @@ cleanup() {
 	if [[ -n $load_pid ]]; then
 		stop_pid "$load_pid" 2
 	fi
+	if [[ -n $deadline_pid ]]; then
+		kill "$deadline_pid" 2>/dev/null || true
+	fi
+	report_times
 	# The provider stops its replicas on SIGTERM; the functions also record
 	# their pids, in case it could not.
 	if [[ -n $serve_pid ]]; then
@@ -407,17 +443,20 @@ PY
 cat >"$work/coloc.py" <<'PY'
 """faas-gpu's co-location experiment: MPS clients alone and together.
 
-worker KIND MODEL BATCH   one client: loads MODEL (KIND model: torchvision,
+worker KIND MODEL         one client: loads MODEL (KIND model: torchvision,
                           fp16, random weights; cpu: a CPU stand-in), warms
-                          up, prints "ready", then answers "run SECONDS" on
-                          stdin with one JSON line (median ms per batch,
-                          requests per second) until "quit".
+                          up, prints "ready", then answers "run SECONDS
+                          BATCH" on stdin with one JSON line (median ms per
+                          batch, requests per second) until "quit".
 drive OUT PHASE CLIENTS MODELS BATCHES KIND PIDS
                           the grid: for each batch, 1 model and 2 models, n
                           clients at 100/n % SM each (and one uneven split),
                           each client alone, then all together; writes
                           OUT/colocation.csv (every measurement) and
                           OUT/contention.csv (faas-gpu simulate -contention).
+plan CLIENTS MODELS BATCHES
+                          prints "WAVES CLIENTS PHASES": what drive starts
+                          and measures, for the script's time estimate.
 """
 import csv
 import json
@@ -428,49 +467,53 @@ import sys
 import time
 
 
-def worker(kind, model, batch):
-    batch = int(batch)
+def worker(kind, model):
     if kind == "model":
         import torch
         import torchvision
 
         net = getattr(torchvision.models, model)(weights=None).cuda().eval().half()
-        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+        inputs = {}
 
-        def step():
+        def step(batch):
+            if batch not in inputs:
+                inputs[batch] = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+                for _ in range(3):  # warm-up at this batch: cuDNN picks its kernels
+                    with torch.inference_mode():
+                        net(inputs[batch])
             with torch.inference_mode():
-                net(x)
+                net(inputs[batch])
             torch.cuda.synchronize()
     elif kind == "cpu":  # GPU_CHECK_DRY_RUN: plumbing only
-        def step():
+        def step(batch):
             s = 0
             for i in range(2000 * batch):
                 s += i
     else:
         raise SystemExit("unknown kind " + kind)
-    for _ in range(3):
-        step()
+    step(1)
     print("ready", flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if not cmd or cmd[0] == "quit":
             return
-        seconds = float(cmd[1])
+        seconds, batch = float(cmd[1]), int(cmd[2])
+        step(batch)  # its warm-up stays out of the phase
         lat = []
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
             t0 = time.perf_counter()
-            step()
+            step(batch)
             lat.append((time.perf_counter() - t0) * 1000)
         elapsed = time.perf_counter() - start
         print(json.dumps({"ms": statistics.median(lat), "rps": len(lat) * batch / elapsed}), flush=True)
 
 
 class Client:
-    def __init__(self, kind, model, batch, sm, pids):
+    def __init__(self, kind, model, sm, pids):
         env = dict(os.environ, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=str(sm))
-        self.model, self.batch, self.sm = model, batch, sm
-        self.p = subprocess.Popen([sys.executable, __file__, "worker", kind, model, str(batch)],
+        self.model, self.sm = model, sm
+        self.p = subprocess.Popen([sys.executable, __file__, "worker", kind, model],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if pids:  # the script stops every pid recorded here on exit
             open(os.path.join(pids, str(self.p.pid)), "w").close()
@@ -478,10 +521,10 @@ class Client:
     def wait_ready(self):
         line = self.p.stdout.readline()
         if line.strip() != "ready":
-            raise SystemExit("client %s sm %d batch %d did not start" % (self.model, self.sm, self.batch))
+            raise SystemExit("client %s sm %d did not start" % (self.model, self.sm))
 
-    def start(self, seconds):
-        self.p.stdin.write("run %s\n" % seconds)
+    def start(self, seconds, batch):
+        self.p.stdin.write("run %s %d\n" % (seconds, batch))
         self.p.stdin.flush()
 
     def result(self):
@@ -510,39 +553,89 @@ def configs(clients, models, batches):
     return out
 
 
+def waves(clients, models, batches):
+    """The grid in waves, one per client count: a wave's clients are started
+    once and serve all its configurations at every batch (a client's SM
+    share is fixed when its CUDA context is made, its batch is not), so the
+    slow part, starting PyTorch and loading a model, happens once a wave
+    instead of once a configuration. Returns [(need, [config])], need being
+    how many clients of each (model, sm) the wave starts."""
+    by_n = {}
+    for c in configs(clients, models, batches):
+        n = len(c[2])
+        if c[0] == "1 model, uneven":
+            n = 2  # shares the wave of two clients
+        by_n.setdefault(n, []).append(c)
+    out = []
+    for n in sorted(by_n):
+        need = {}
+        for _, _, members in by_n[n]:
+            count = {}
+            for m in members:
+                count[m] = count.get(m, 0) + 1
+            for m, k in count.items():
+                need[m] = max(need.get(m, 0), k)
+        out.append((need, by_n[n]))
+    return out
+
+
+def phases(wave_configs):
+    """How many phases a wave measures: each (model, sm, batch) alone once
+    (the same client on an idle GPU, whichever configuration asks), then
+    each configuration of two or more clients together."""
+    alone = {(m, sm, b) for _, b, members in wave_configs for m, sm in members}
+    return len(alone) + sum(1 for _, _, members in wave_configs if len(members) > 1)
+
+
+def plan(clients, models, batches):
+    ws = waves([int(c) for c in clients.split()], models.split(), [int(b) for b in batches.split()])
+    print(len(ws), sum(sum(need.values()) for need, _ in ws), sum(phases(cs) for _, cs in ws))
+
+
 def drive(out, phase, clients, models, batches, kind, pids):
     phase = float(phase)
     clients = [int(c) for c in clients.split()]
     models = models.split()
     batches = [int(b) for b in batches.split()]
     rows = []
-    for label, b, members in configs(clients, models, batches):
-        cs = [Client(kind, m, b, sm, pids) for m, sm in members]
+    for need, wave_configs in waves(clients, models, batches):
+        pool = {m: [Client(kind, m[0], m[1], pids) for _ in range(k)] for m, k in need.items()}
         try:
-            for c in cs:
-                c.wait_ready()
+            for cs in pool.values():
+                for c in cs:
+                    c.wait_ready()
             alone = {}
-            for c in cs:  # each client alone, its neighbours idle
-                key = (c.model, c.sm)
-                if key not in alone:
-                    c.start(phase)
-                    alone[key] = c.result()
-            for c in cs:
-                c.start(phase)
-            together = [c.result() for c in cs]
+            for label, b, members in wave_configs:
+                taken = {}
+                cs = []
+                for m in members:
+                    cs.append(pool[m][taken.get(m, 0)])
+                    taken[m] = taken.get(m, 0) + 1
+                for c in cs:  # each client alone, its neighbours idle
+                    key = (c.model, c.sm, b)
+                    if key not in alone:
+                        c.start(phase, b)
+                        alone[key] = c.result()
+                if len(cs) > 1:
+                    for c in cs:
+                        c.start(phase, b)
+                    together = [c.result() for c in cs]
+                else:  # alone is together: nothing else runs
+                    together = [alone[(cs[0].model, cs[0].sm, b)]]
+                for i, c in enumerate(cs):
+                    a, t = alone[(c.model, c.sm, b)], together[i]
+                    others = sum(o.sm for j, o in enumerate(cs) if j != i)
+                    rows.append({"config": label, "batch": b, "clients": len(cs), "client": i, "model": c.model,
+                                 "sm": c.sm, "neighbours_sm": others,
+                                 "alone_ms": round(a["ms"], 3), "alone_rps": round(a["rps"], 2),
+                                 "together_ms": round(t["ms"], 3), "together_rps": round(t["rps"], 2)})
+                print("%-16s batch %d, %d clients: %s" % (label, b, len(cs), ", ".join(
+                    "%s@%d%% %.1f->%.1f ms" % (r["model"], r["sm"], r["alone_ms"], r["together_ms"])
+                    for r in rows[-len(cs):])), flush=True)
         finally:
-            for c in cs:
-                c.stop()
-        for i, c in enumerate(cs):
-            a, t = alone[(c.model, c.sm)], together[i]
-            others = sum(o.sm for j, o in enumerate(cs) if j != i)
-            rows.append({"config": label, "batch": b, "clients": len(cs), "client": i, "model": c.model,
-                         "sm": c.sm, "neighbours_sm": others,
-                         "alone_ms": round(a["ms"], 3), "alone_rps": round(a["rps"], 2),
-                         "together_ms": round(t["ms"], 3), "together_rps": round(t["rps"], 2)})
-        print("%-16s batch %d, %d clients: %s" % (label, b, len(cs), ", ".join(
-            "%s@%d%% %.1f->%.1f ms" % (r["model"], r["sm"], r["alone_ms"], r["together_ms"])
-            for r in rows[-len(cs):])), flush=True)
+            for cs in pool.values():
+                for c in cs:
+                    c.stop()
     with open(os.path.join(out, "colocation.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -569,9 +662,11 @@ def drive(out, phase, clients, models, batches, kind, pids):
 
 if __name__ == "__main__":
     if sys.argv[1] == "worker":
-        worker(*sys.argv[2:5])
+        worker(*sys.argv[2:4])
     elif sys.argv[1] == "drive":
         drive(*sys.argv[2:9])
+    elif sys.argv[1] == "plan":
+        plan(*sys.argv[2:5])
     else:
         raise SystemExit(__doc__)
 PY
@@ -592,7 +687,7 @@ colocate() {
 	log "co-location: ${COLOC_CLIENTS:-1 2 4 8} MPS clients of $models, batch ${COLOC_BATCHES:-1 8} ($kind; MPS: $mps)"
 	[[ $mps != off* ]] || ((DRY_RUN)) || echo "without MPS the SM shares are not enforced: the clients race"
 	mkdir -p "$work/coloc"
-	CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" run_bg python3 "$work/coloc.py" drive "$work/coloc" "${COLOC_PHASE:-3}" \
+	CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" run_bg python3 "$work/coloc.py" drive "$work/coloc" "$COLOC_PHASE" \
 		"${COLOC_CLIENTS:-1 2 4 8}" "$models" "${COLOC_BATCHES:-1 8}" "$kind" "$work/pids" ||
 		die "the co-location experiment failed"
 	if [[ -n ${COLOC_OUT:-} ]]; then
@@ -601,6 +696,124 @@ colocate() {
 	fi
 }
 has_python() { python3 -c "$1" >/dev/null 2>&1; }
+
+# ------------------------------------------------------------- the time plan
+# A lent GPU machine gives 15 minutes in all, start-up included, so the
+# whole run is planned to end within 8: every step has an estimate, made
+# from its settings with the costs below (seconds, on one GPU), the steps
+# run in order of value, and one that would end past GPU_CHECK_BUDGET_S is
+# not started. The estimates are for a GPU; a dry run on CPU is slower.
+EST_READY=12    # a PyTorch replica from start to its first answer: import, CUDA context, model on the GPU
+EST_PROCESS=4   # the small work function from deploy to ready (no PyTorch with nvcc work)
+EST_WARMUP=2    # faas-gpu profile's --warmup, as this script passes it
+EST_REMOVE=2    # a replica stopped and gone from the provider's list
+EST_WAVE=10     # co-location: a wave of MPS clients started (PyTorch, CUDA context), plus 1 s a client
+ceil() { awk -v x="$1" 'BEGIN { printf "%d", (x == int(x)) ? x : int(x) + 1 }'; }
+words() { wc -w <<<"$1" | tr -d ' '; }
+est_setup() {
+	local s=30 # agent -once, the CUDA kernel's build, MPS start and probe, serve
+	if [[ $ONLY == colocate ]]; then
+		s=20 # the kernel's build, MPS start and probe
+	elif [[ -z ${FAAS_GPU_BIN:-} ]]; then
+		s=$((s + 90)) # go build
+	fi
+	echo "$s"
+}
+est_template() {
+	[[ ${TEMPLATE_MODEL:-resnet50} != none ]] || { echo 0; return; }
+	# One deploy and call, then per share a copy at batch 1 (latency and
+	# load phases) and one at batch 8 (latency only: --concurrency 8 is
+	# not above the batch).
+	ceil "$(awk -v n="$(words "${TEMPLATE_SHARES:-25 50 100}")" -v d="$TEMPLATE_DURATION" -v r=$EST_READY -v w=$EST_WARMUP -v x=$EST_REMOVE \
+		'BEGIN { print r + 10 + n * ((r + w + 2 * d + x) + (r + w + d + x)) }')"
+}
+est_colocate() {
+	[[ ${COLOC_MODELS:-resnet50 mobilenet_v2} != none ]] || { echo 0; return; }
+	local w c p
+	read -r w c p < <(python3 "$work/coloc.py" plan "${COLOC_CLIENTS:-1 2 4 8}" "${COLOC_MODELS:-resnet50 mobilenet_v2}" "${COLOC_BATCHES:-1 8}")
+	ceil "$(awk -v w="$w" -v c="$c" -v p="$p" -v d="$COLOC_PHASE" -v e=$EST_WAVE 'BEGIN { print w * e + c + p * d }')"
+}
+est_shares() {
+	# Calibration, then per share a deploy, two warm-up calls and the load.
+	ceil "$(awk -v n="$(words "$SM_SHARES")" -v d="$DURATION" -v r=$EST_PROCESS -v x=$EST_REMOVE \
+		'BEGIN { print r + 10 + n * (r + 2 + d + x) }')"
+}
+est_profile() {
+	[[ ${PROFILE_MODEL:-resnet50} != none ]] || { echo 0; return; }
+	ceil "$(awk -v n="$(words "$PROFILE_SHARES")" -v d="$PROFILE_DURATION" -v r=$EST_READY -v w=$EST_WARMUP -v x=$EST_REMOVE \
+		'BEGIN { print r + n * (r + w + 2 * d + x) }')"
+}
+
+# The steps in the order they run: the template's profile (the way a user's
+# model becomes a profiled function), then the co-location table (it
+# replaces the simulator's default contention), then the SM shares of raw
+# work (MPS enforcement, without a framework), last the bare model's
+# profile (the template's step measures the same model the way users run it).
+case $ONLY in
+template) order="template" ;;
+colocate) order="colocate" ;;
+*) order="template colocate shares profile" ;;
+esac
+declare -A step_no=([template]=8 [colocate]=7 [shares]=5 [profile]=6)
+declare -A step_what=([template]="the pytorch-gpu template's profile"
+	[colocate]="the co-location table (contention.csv)" [shares]="throughput at each SM share" [profile]="faas-gpu profile of PROFILE_MODEL")
+
+print_plan() {
+	local at est name
+	at=$(est_setup)
+	printf '\n== plan: %d s budget (GPU_CHECK_BUDGET_S), estimates for one GPU\n' "$BUDGET"
+	printf '  %-8s %-44s %5s s  ends by %4s s\n' "1-4" "set-up (those of steps 1-4 this run has)" "$at" "$at"
+	for name in $order; do
+		est=$(est_"$name")
+		if ((est == 0)); then
+			printf '  %-8s %-44s   off\n' "${step_no[$name]}" "${step_what[$name]}"
+			continue
+		fi
+		at=$((at + est))
+		printf '  %-8s %-44s %5s s  ends by %4s s%s\n' "${step_no[$name]}" "${step_what[$name]}" "$est" "$at" \
+			"$( ((at <= BUDGET)) || echo "  over the budget: runs only if the steps before end early")"
+	done
+	printf '  planned: %d s\n' "$at"
+}
+
+# run_step NAME runs one step, or skips it when its estimate would take the
+# run past the budget, and records its time either way.
+run_step() {
+	local name=$1 est t0 line
+	est=$(est_"$name")
+	line="${step_no[$name]} ${step_what[$name]}"
+	if ((est == 0)); then
+		times+=("$line: off")
+		return 0
+	fi
+	if ((SECONDS + est > BUDGET)); then
+		log "skipped: step $line (about $est s; $((BUDGET - SECONDS)) s of the $BUDGET s budget left)"
+		times+=("$line: skipped by the budget (estimate $est s, at $SECONDS s)")
+		return 0
+	fi
+	t0=$SECONDS
+	"${step_fn[$name]}"
+	times+=("$line: $((SECONDS - t0)) s (estimate $est s)")
+}
+declare -A step_fn=([template]=template_check [colocate]=colocate [shares]=shares_check [profile]=profile_check)
+
+print_plan
+if ((PLAN_ONLY)); then
+	exit 0
+fi
+# A step may still overrun its estimate: past the budget and a minute more
+# the run stops itself, cleans up and says so, so the lent machine is not
+# lost with everything measured after that.
+(
+	nap=""
+	trap '[[ -z $nap ]] || kill "$nap" 2>/dev/null; exit 0' TERM
+	sleep $((BUDGET + 60)) &
+	nap=$!
+	wait "$nap" || exit 0
+	printf '\ngpu-check: %d s, past the budget and a minute more: stopping\n' "$SECONDS" >&2
+	kill -TERM $$
+) &
+deadline_pid=$!
 
 # ------------------------------------------------------------------ 1. build
 if [[ $ONLY != colocate ]]; then
@@ -698,7 +911,8 @@ if [[ $mps == off* ]]; then
 	echo "without MPS the SM share is not enforced: expect about the same req/s at every share"
 fi
 if [[ $ONLY == colocate ]]; then
-	colocate
+	run_step colocate
+	report_times
 	exit 0
 fi
 
@@ -832,7 +1046,7 @@ PY
 		"$api/system/scale-function/classifier" >/dev/null || die "scaling the classifier to zero failed"
 	shares=$(tr -s ' ' ',' <<<"${TEMPLATE_SHARES:-25 50 100}")
 	run_bg "$bin" profile --gateway "$api" --function classifier --sm "${shares%,}" --batch 1,8 \
-		--duration "${TEMPLATE_DURATION:-3}s" --warmup 2s --concurrency 8 --body "$work/img.png" --content-type image/png \
+		--duration "${TEMPLATE_DURATION}s" --warmup "${EST_WARMUP}s" --concurrency 8 --body "$work/img.png" --content-type image/png \
 		--out "$work/template-$model.yaml" || die "faas-gpu profile of the template function failed"
 	undeploy classifier
 	log "the template function's profile (MPS: $mps)"
@@ -842,40 +1056,43 @@ PY
 	fi
 }
 if [[ $ONLY == template ]]; then
-	template_check
+	run_step template
+	report_times
 	exit 0
 fi
 
 # ------------------------------------------------------------ 5. the shares
-# The work per request is fixed once, at 100 % SM, so every share does the
-# same work and only the time changes.
-log "calibrating: GPU time per request at 100 % SM to about $TARGET_MS ms"
-deploy gpu-work-cal 100
-run_bg python3 "$work/load.py" calibrate "$api/function/gpu-work-cal" 1 "$TARGET_MS" >"$work/iters" || die "calibration failed"
-iters=$(cat "$work/iters")
-undeploy gpu-work-cal
-echo "work per request: $iters units of $gpu_work"
+shares_check() {
+	local iters sm result
+	# The work per request is fixed once, at 100 % SM, so every share does the
+	# same work and only the time changes.
+	log "calibrating: GPU time per request at 100 % SM to about $TARGET_MS ms"
+	deploy gpu-work-cal 100
+	run_bg python3 "$work/load.py" calibrate "$api/function/gpu-work-cal" 1 "$TARGET_MS" >"$work/iters" || die "calibration failed"
+	iters=$(cat "$work/iters")
+	undeploy gpu-work-cal
+	echo "work per request: $iters units of $gpu_work"
 
-: >"$work/results.jsonl"
-for sm in $SM_SHARES; do
-	log "SM $sm %: $DURATION s at concurrency $CONCURRENCY"
-	deploy "gpu-work-$sm" "$sm"
-	python3 "$work/load.py" warm "$api/function/gpu-work-$sm" "$iters" || die "gpu-work-$sm does not answer"
-	python3 "$work/load.py" load "$api/function/gpu-work-$sm" "$DURATION" "$CONCURRENCY" "$iters" >"$work/result.json" &
-	load_pid=$!
-	run_bg sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"
-	agent_sample
-	# wait returns at once on a trapped signal, like run_bg.
-	wait "$load_pid" || die "the load driver failed"
-	load_pid=""
-	result=$(cat "$work/result.json")
-	echo "$result"
-	printf '{"sm": %s, "result": %s}\n' "$sm" "$result" >>"$work/results.jsonl"
-	undeploy "gpu-work-$sm"
-done
+	: >"$work/results.jsonl"
+	for sm in $SM_SHARES; do
+		log "SM $sm %: $DURATION s at concurrency $CONCURRENCY"
+		deploy "gpu-work-$sm" "$sm"
+		python3 "$work/load.py" warm "$api/function/gpu-work-$sm" "$iters" || die "gpu-work-$sm does not answer"
+		python3 "$work/load.py" load "$api/function/gpu-work-$sm" "$DURATION" "$CONCURRENCY" "$iters" >"$work/result.json" &
+		load_pid=$!
+		run_bg sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"
+		agent_sample
+		# wait returns at once on a trapped signal, like run_bg.
+		wait "$load_pid" || die "the load driver failed"
+		load_pid=""
+		result=$(cat "$work/result.json")
+		echo "$result"
+		printf '{"sm": %s, "result": %s}\n' "$sm" "$result" >>"$work/results.jsonl"
+		undeploy "gpu-work-$sm"
+	done
 
-log "throughput (GPU work: $gpu_work, $iters units per request; MPS: $mps)"
-python3 - "$work/results.jsonl" <<'PY'
+	log "throughput (GPU work: $gpu_work, $iters units per request; MPS: $mps)"
+	python3 - "$work/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 full = next((r["result"]["rps"] for r in rows if r["sm"] == 100), None)
@@ -887,39 +1104,44 @@ for r in sorted(rows, key=lambda r: r["sm"]):
     if x["errors"]:
         print("       first error: %s" % x["first_error"])
 PY
+}
 
 # -------------------------------------------------- 6. profile a real model
-PROFILE_MODEL=${PROFILE_MODEL:-resnet50}
-model_work=""
-if [[ $PROFILE_MODEL == none ]]; then
-	:
-elif ((DRY_RUN)); then
-	model_work=cpu
-elif has_python 'import sys, torch, torchvision; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-	model_work=model
-else
-	log "no PyTorch with CUDA and torchvision for python3: no model profiled"
-fi
-if [[ -n $model_work ]]; then
-	log "faas-gpu profile: $PROFILE_MODEL ($model_work; fp16, batch 1, random weights)"
-	# The profiler needs only the function's definition: at zero replicas
-	# the function leaves the whole GPU to the copies it measures one at a
-	# time (a machine may have a single GPU).
-	deploy "$PROFILE_MODEL" 1 "$model_work" "$PROFILE_MODEL"
-	curl -fsS -X POST -H 'Content-Type: application/json' -d "{\"serviceName\":\"$PROFILE_MODEL\",\"replicas\":0}" \
-		"$api/system/scale-function/$PROFILE_MODEL" >/dev/null || die "scaling $PROFILE_MODEL to zero failed"
-	shares=$(tr -s ' ' ',' <<<"$SM_SHARES")
-	run_bg "$bin" profile --gateway "$api" --function "$PROFILE_MODEL" --sm "${shares%,}" \
-		--duration "${PROFILE_DURATION:-5}s" --concurrency "$CONCURRENCY" --out "$work/$PROFILE_MODEL.yaml" ||
-		die "faas-gpu profile failed"
-	undeploy "$PROFILE_MODEL"
-	log "the profile (docs/profiles.md format; load it with faas-gpu serve -profiles DIR)"
-	cat "$work/$PROFILE_MODEL.yaml"
-	if [[ -n ${PROFILE_OUT:-} ]]; then
-		mkdir -p "$PROFILE_OUT" && cp "$work/$PROFILE_MODEL.yaml" "$PROFILE_OUT/" && echo "copied to $PROFILE_OUT/$PROFILE_MODEL.yaml"
+profile_check() {
+	local shares model_work=""
+	PROFILE_MODEL=${PROFILE_MODEL:-resnet50}
+	if [[ $PROFILE_MODEL == none ]]; then
+		:
+	elif ((DRY_RUN)); then
+		model_work=cpu
+	elif has_python 'import sys, torch, torchvision; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+		model_work=model
+	else
+		log "no PyTorch with CUDA and torchvision for python3: no model profiled"
 	fi
-fi
+	if [[ -n $model_work ]]; then
+		log "faas-gpu profile: $PROFILE_MODEL ($model_work; fp16, batch 1, random weights)"
+		# The profiler needs only the function's definition: at zero replicas
+		# the function leaves the whole GPU to the copies it measures one at a
+		# time (a machine may have a single GPU).
+		deploy "$PROFILE_MODEL" 1 "$model_work" "$PROFILE_MODEL"
+		curl -fsS -X POST -H 'Content-Type: application/json' -d "{\"serviceName\":\"$PROFILE_MODEL\",\"replicas\":0}" \
+			"$api/system/scale-function/$PROFILE_MODEL" >/dev/null || die "scaling $PROFILE_MODEL to zero failed"
+		shares=$(tr -s ' ' ',' <<<"$PROFILE_SHARES")
+		run_bg "$bin" profile --gateway "$api" --function "$PROFILE_MODEL" --sm "${shares%,}" \
+			--warmup "${EST_WARMUP}s" --duration "${PROFILE_DURATION}s" --concurrency "$CONCURRENCY" --out "$work/$PROFILE_MODEL.yaml" ||
+			die "faas-gpu profile failed"
+		undeploy "$PROFILE_MODEL"
+		log "the profile (docs/profiles.md format; load it with faas-gpu serve -profiles DIR)"
+		cat "$work/$PROFILE_MODEL.yaml"
+		if [[ -n ${PROFILE_OUT:-} ]]; then
+			mkdir -p "$PROFILE_OUT" && cp "$work/$PROFILE_MODEL.yaml" "$PROFILE_OUT/" && echo "copied to $PROFILE_OUT/$PROFILE_MODEL.yaml"
+		fi
+	fi
+}
 
-# ------------------------------------------------ 7. co-location experiment
-colocate
-template_check
+# ------------------------------------ steps 8, 7, 5 and 6, in order of value
+for name in $order; do
+	run_step "$name"
+done
+report_times

@@ -62,7 +62,7 @@ func (b *Backend) statusLocked(v lifecycle.FunctionView) types.FunctionStatus {
 			labels[k] = val
 		}
 	}
-	if processOf(dep) == "" {
+	if emulated, _ := b.buildStatus(dep); emulated {
 		labels[LabelEmulated] = "true"
 	}
 	if len(labels) > 0 {
@@ -122,6 +122,7 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()
 		}
+		_, fr.Problem = b.buildStatus(v.Spec.Deployment)
 		for _, r := range v.Live {
 			owner[r.ID] = v
 			if r.Placement == nil {

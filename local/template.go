@@ -531,3 +531,21 @@ func profileCopyOf(dep types.FunctionDeployment) string {
 	}
 	return orig
 }
+
+// buildStatus is what a function's status says of how it runs, read from
+// its build folder each time so that a folder fixed (or broken) after the
+// deploy shows at once: emulated is true only when no replica of it would
+// run a program (no process from envProcess, fprocess or the Dockerfile,
+// and no watchdog), and problem is why its replicas cannot start, empty
+// when they can. A broken folder is a problem, not an emulated worker: the
+// function asked for its own code.
+func (b *Backend) buildStatus(dep types.FunctionDeployment) (emulated bool, problem string) {
+	build, wd, err := b.watchdogOf(dep)
+	if err != nil {
+		return false, err.Error()
+	}
+	if wd != nil || processOf(dep) != "" {
+		return false, ""
+	}
+	return build == nil || build.process() == "", ""
+}

@@ -60,6 +60,11 @@ type FunctionReport struct {
 	Idle        int     `json:"idle"`
 	Pending     int     `json:"pending"`
 	LastScale   string  `json:"lastScale,omitempty"`
+	// Problem is why the function's replicas cannot start (a build folder
+	// with no Dockerfile, an fprocess not in it): the deploy was accepted,
+	// as OpenFaaS accepts it, so this is where the user learns of it.
+	// Empty when nothing is known to be wrong.
+	Problem string `json:"problem,omitempty"`
 	// Measured is what the invocation proxy saw of the function over the
 	// last minute; absent when it served none of its requests in that time.
 	Measured *MeasuredLatency `json:"measured,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 // (GPU_CHECK_ONLY=template) on CPU: the same script a lent GPU machine
 // runs, with the classifier from the template profiled at two shares and
 // two batches. It must write a profile with every point, batch 8 slower
-// than batch 1 at each share; on a GPU the same run measures the slices.
+// than batch 1 at each share, and time the step against its plan; on a GPU
+// the same run measures the slices.
 func TestGPUCheckTemplateDryRun(t *testing.T) {
 	pyDir := torchPython(t)
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -36,6 +38,11 @@ func TestGPUCheckTemplateDryRun(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "== MPS: off") {
 		t.Errorf("the run must say whether MPS runs; got:\n%s", truncate(string(b), 8000))
+	}
+	// The step a lent machine runs first must fit the default budget and
+	// report its time against the plan's estimate.
+	if !regexp.MustCompile(`(?m)^  8 the pytorch-gpu template's profile: \d+ s \(estimate \d+ s\)$`).Match(b) {
+		t.Errorf("the time table must show step 8 run against its estimate; got:\n%s", truncate(string(b), 8000))
 	}
 	data, err := os.ReadFile(filepath.Join(out, "template-mobilenet_v3_small.yaml"))
 	if err != nil {
