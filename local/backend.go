@@ -1,9 +1,9 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,7 +90,9 @@ type Backend struct {
 	running map[string]*replica
 	// saved is each function's record as last written or read at
 	// start-up: a record equal to it is not written again.
-	saved map[string][]byte
+	// A digest, not the bytes: at thousands of functions the records
+	// themselves were the backend's largest memory.
+	saved map[string][sha256.Size]byte
 	// routes are what the proxy reads, one immutable route per function
 	// (route.go); their own lock, never held for long.
 	routesMu sync.RWMutex
@@ -163,7 +165,7 @@ func New(cfg Config) (*Backend, error) {
 	c := cache.New(cache.DefaultOptions)
 	stopCtx, cancelStops := context.WithCancel(context.Background())
 	b := &Backend{
-		stopCtx: stopCtx, cancelStops: cancelStops, saved: map[string][]byte{},
+		stopCtx: stopCtx, cancelStops: cancelStops, saved: map[string][sha256.Size]byte{},
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
@@ -215,7 +217,7 @@ func (b *Backend) restore() error {
 	recs := make([]functionRecord, len(loaded))
 	for i, l := range loaded {
 		recs[i] = l.functionRecord
-		b.saved[key(l.Function.Namespace(), l.Function.Name())] = l.raw
+		b.saved[key(l.Function.Namespace(), l.Function.Name())] = sha256.Sum256(l.raw)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -503,12 +505,12 @@ func (b *Backend) persist(e lifecycle.Effect) error {
 		if err != nil {
 			return err
 		}
-		if !bytes.Equal(data, b.saved[e.Function]) {
+		if sum, ok := b.saved[e.Function]; !ok || sum != sha256.Sum256(data) {
 			ns, name := splitKey(e.Function)
 			if err := b.state.saveFunction(ns, name, data); err != nil {
 				return err
 			}
-			b.saved[e.Function] = data
+			b.saved[e.Function] = sha256.Sum256(data)
 		}
 	case lifecycle.Remove:
 		ns, name := splitKey(e.Function)
