@@ -152,6 +152,10 @@ func (a *modelAsker) fetch(base string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("models request: %w", err)
 	}
+	// An ask is rare and often runs beside the replica's first request: a
+	// connection kept for it would stay idle beside the proxy's, about
+	// 20 KiB a replica.
+	req.Close = true
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("ask %s: %w", ModelsPath, err)
