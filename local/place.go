@@ -120,6 +120,14 @@ type watchedRunner struct {
 	stopOnce sync.Once
 }
 
+// Unready passes on why the watched replica is not ready, where it says.
+func (w *watchedRunner) Unready() string {
+	if u, ok := w.runner.(interface{ Unready() string }); ok {
+		return u.Unready()
+	}
+	return ""
+}
+
 func (w *watchedRunner) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stopped) })
 	return w.runner.Stop(ctx)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -54,6 +55,8 @@ type processRunner struct {
 	// 404 still proves the server up).
 	probePath   string
 	probeStrict bool
+	// unready is the readiness path's last not-ready answer.
+	unready atomic.Pointer[string]
 
 	path   string
 	args   []string
@@ -325,12 +328,37 @@ func (r *processRunner) probe(run context.Context) bool {
 	if err != nil {
 		return connected.Load() && run.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+	ok := r.probePath == "/" || resp.StatusCode < 500
 	if r.probeStrict {
-		return resp.StatusCode >= 200 && resp.StatusCode < 300
+		ok = resp.StatusCode >= 200 && resp.StatusCode < 300
 	}
-	return r.probePath == "/" || resp.StatusCode < 500
+	if ok {
+		r.unready.Store(nil)
+		return true
+	}
+	// What the replica says about why it is not ready (a model that does
+	// not fit its memory limit, say), for its function's status.
+	why := strings.TrimSpace(string(body))
+	if len(why) > 300 {
+		why = why[:300] + "…"
+	}
+	if why == "" {
+		why = http.StatusText(resp.StatusCode)
+	}
+	why = fmt.Sprintf("%s answers %d: %s", r.probePath, resp.StatusCode, why)
+	r.unready.Store(&why)
+	return false
+}
+
+// Unready is what the replica's readiness path said the last time it
+// answered not ready; "" when it is ready or never said.
+func (r *processRunner) Unready() string {
+	if p := r.unready.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // supervise waits for each run to end and restarts the process with

@@ -591,3 +591,28 @@ func TestProcessProbe(t *testing.T) {
 		})
 	}
 }
+
+// A replica whose readiness path says why it is not ready (a model too
+// big for its memory limit) has that reason for its function's status,
+// and none once it is ready.
+func TestProcessSaysWhyItIsNotReady(t *testing.T) {
+	spec := httpfnSpec(t)
+	spec.Env = append(spec.Env, "HTTPFN_UNREADY=model resnet50 needs 2.1 GiB; the limit is 1 GiB")
+	r := fastProcessRunner(t, spec, func(string, string) {}, zap.NewNop())
+	r.probePath, r.probeStrict = "/_/health", true
+	startRunner(t, r)
+	eventually(t, 10*time.Second, "the reason", func() bool { return r.Unready() != "" })
+	if r.Ready() {
+		t.Fatal("ready while /_/health answers 503")
+	}
+	if got := r.Unready(); !strings.Contains(got, "503") || !strings.Contains(got, "needs 2.1 GiB; the limit is 1 GiB") {
+		t.Fatalf("Unready() = %q, want the status and the replica's words", got)
+	}
+	ok := fastProcessRunner(t, httpfnSpec(t), func(string, string) {}, zap.NewNop())
+	ok.probePath, ok.probeStrict = "/_/health", true
+	startRunner(t, ok)
+	eventually(t, 10*time.Second, "ready", ok.Ready)
+	if got := ok.Unready(); got != "" {
+		t.Fatalf("a ready replica says %q", got)
+	}
+}

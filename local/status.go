@@ -123,6 +123,9 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 			fr.SLO = v.Plan.Request.SLO.String()
 		}
 		_, fr.Problem = b.buildStatus(v.Spec.Deployment)
+		if fr.Problem == "" {
+			fr.Problem = unreadyReason(v, running)
+		}
 		for _, r := range v.Live {
 			owner[r.ID] = v
 			if r.Placement == nil {
@@ -167,4 +170,21 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 		}
 	})
 	return rep, nil
+}
+
+// unreadyReason is what a replica of v in service that is not ready says
+// about why (its readiness path's answer), for the function's problem.
+func unreadyReason(v *lifecycle.FunctionView, running map[string]*replica) string {
+	for _, rv := range v.Live {
+		r := running[rv.ID]
+		if r == nil || r.run == nil || r.run.Ready() {
+			continue
+		}
+		if u, ok := r.run.(interface{ Unready() string }); ok {
+			if why := u.Unready(); why != "" {
+				return "replica " + rv.ID + " is not ready: " + why
+			}
+		}
+	}
+	return ""
 }

@@ -194,6 +194,18 @@ func (r *watchdogRunner) Start() error {
 
 func (r *watchdogRunner) URL() string { return r.srv.URL() }
 
+// Unready is why the function behind the watchdog is not ready, as its
+// readiness path says; "".
+func (r *watchdogRunner) Unready() string {
+	r.mu.Lock()
+	inner := r.inner
+	r.mu.Unlock()
+	if u, ok := inner.(interface{ Unready() string }); ok {
+		return u.Unready()
+	}
+	return ""
+}
+
 func (r *watchdogRunner) Ready() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

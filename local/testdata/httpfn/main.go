@@ -13,6 +13,7 @@
 // and adds X-Faas-Gpu-Models to every response. Unset, /_/models is 404.
 //
 // HTTPFN_IGNORE_TERM=1 makes it ignore SIGTERM, to test forced stops.
+// HTTPFN_UNREADY makes /_/health answer 503 with its text.
 // HTTPFN_TERM_MESSAGE makes it print that line on SIGTERM, then exit 0, as a
 // function that reports its shutdown does.
 package main
@@ -110,6 +111,12 @@ func (h *heldModels) use(model string) []string {
 
 func handle(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(os.Stderr, "httpfn %s %s\n", r.Method, r.URL.RequestURI())
+	// HTTPFN_UNREADY makes /_/health answer 503 with that text, as a
+	// function that cannot load its model does.
+	if why := os.Getenv("HTTPFN_UNREADY"); why != "" && r.URL.Path == "/_/health" {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
+	}
 	if held != nil {
 		models := held.use(r.Header.Get("X-Model"))
 		w.Header().Set("X-Faas-Gpu-Models", strings.Join(models, ","))
