@@ -96,25 +96,5 @@ func (r *stateRunner) SetInventory(inv gpu.Inventory, at time.Time) {
 	r.settle(at)
 }
 
-// Report is what the core and the state hold, as the sim's is built.
-func (r *stateRunner) Report(t testing.TB) scheduler.ClusterReport {
-	rep := scheduler.ClusterReport{}
-	owner := map[string]lifecycle.FunctionView{}
-	for _, v := range r.st.core.Functions() {
-		fr := scheduler.FunctionReport{Name: v.Spec.Name(), Namespace: v.Spec.Namespace(), Model: v.Plan.Request.Model,
-			SMPercent: v.Plan.Base.SMPercent, Batch: max(v.Plan.Base.Batch, 1), Replicas: v.Desired, Idle: len(v.Warm)}
-		for _, rv := range v.Live {
-			owner[rv.ID] = v
-			if rv.Placement == nil {
-				fr.Pending++
-			}
-		}
-		rep.Functions = append(rep.Functions, fr)
-	}
-	rep.Nodes = scheduler.NodeReports(r.st.core.Usage(), r.st.core.Cache(), func(id string, rr *scheduler.ReplicaReport) {
-		if v, ok := owner[id]; ok {
-			rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
-		}
-	})
-	return rep
-}
+// Report is what the core holds, as the simulator's is built.
+func (r *stateRunner) Report(t testing.TB) scheduler.ClusterReport { return r.st.core.Report() }

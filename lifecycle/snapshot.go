@@ -76,3 +76,33 @@ func (c *Core) Live(key string) int {
 	}
 	return 0
 }
+
+// Report is what the core holds, as /system/gpus shows the decisions:
+// every GPU with its replicas (named by function, warm ones idle), every
+// function with its slice and counts. Backends add what only they know
+// (readiness, start-up times, rates); the simulator and the parity tests
+// compare it as it is.
+func (c *Core) Report() scheduler.ClusterReport {
+	rep := scheduler.ClusterReport{}
+	owner := map[string]string{}
+	for _, fn := range c.order {
+		fr := scheduler.FunctionReport{Name: fn.spec.Name(), Namespace: fn.spec.Namespace(), Model: fn.plan.Request.Model,
+			SMPercent: fn.plan.Base.SMPercent, Batch: max(fn.plan.Base.Batch, 1), Replicas: fn.desired, Idle: len(fn.warm)}
+		for _, r := range fn.live {
+			owner[r.id] = fn.key
+			if r.placement == nil {
+				fr.Pending++
+			}
+		}
+		for _, r := range fn.warm {
+			owner[r.id] = fn.key
+		}
+		rep.Functions = append(rep.Functions, fr)
+	}
+	rep.Nodes = scheduler.NodeReports(c.alloc.Usage(), c.cache, func(id string, rr *scheduler.ReplicaReport) {
+		if k, ok := owner[id]; ok {
+			rr.Namespace, rr.Function = splitKey(k)
+		}
+	})
+	return rep
+}

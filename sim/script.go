@@ -94,27 +94,4 @@ func (s *Script) SetInventory(inv gpu.Inventory, t time.Time) {
 
 // Report is what the core holds now, as /system/gpus shows it: every GPU
 // with its replicas, and every function with its counts.
-func (s *Script) Report() scheduler.ClusterReport {
-	rep := scheduler.ClusterReport{}
-	owner := map[string]lifecycle.FunctionView{}
-	for _, v := range s.p.core.Functions() {
-		fr := scheduler.FunctionReport{Name: v.Spec.Name(), Namespace: v.Spec.Namespace(), Model: v.Plan.Request.Model,
-			SMPercent: v.Plan.Base.SMPercent, Batch: max(v.Plan.Base.Batch, 1), Replicas: v.Desired, Idle: len(v.Warm)}
-		for _, r := range v.Live {
-			owner[r.ID] = v
-			if r.Placement == nil {
-				fr.Pending++
-			}
-		}
-		for _, r := range v.Warm {
-			owner[r.ID] = v
-		}
-		rep.Functions = append(rep.Functions, fr)
-	}
-	rep.Nodes = scheduler.NodeReports(s.p.core.Usage(), s.e.cache, func(id string, rr *scheduler.ReplicaReport) {
-		if v, ok := owner[id]; ok {
-			rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
-		}
-	})
-	return rep
-}
+func (s *Script) Report() scheduler.ClusterReport { return s.p.core.Report() }
