@@ -368,3 +368,34 @@ func TestNoWarmStopsWhatScalesDown(t *testing.T) {
 		t.Fatalf("%d bookings once gone, want 0", got)
 	}
 }
+
+// Where stops are confirmed, a placement that needs a warm replica's
+// memory evicts it and waits: the evicted replica drains with its memory
+// booked until it is gone, then the new one is placed there.
+func TestConfirmedEvictionWaitsForTheWarmReplica(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{ConfirmStops: true})
+	if _, err := c.Deploy(fn("old", 50, 12, 0, 1), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scale("openfaas-fn", "old", 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Deploy(fn("new", 50, 12, 1, 1), t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kinds(res)
+	if !slices.Contains(got, "stop openfaas-fn/old old-1") || slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "start openfaas-fn/new") }) {
+		t.Fatalf("effects %q: want the warm replica stopped and the new one not started yet", got)
+	}
+	if v, _ := c.Function(Key("openfaas-fn", "new")); v.Live[0].Phase != Pending {
+		t.Fatalf("new replica is %s while the evicted one drains", v.Live[0].Phase)
+	}
+	if u := c.Usage()[0]; u.MemoryAllocated != 12<<30 {
+		t.Fatalf("%d bytes booked while the evicted replica drains, want its 12 GiB", u.MemoryAllocated)
+	}
+	res = c.ReplicaGone("old-1", t0.Add(2*time.Second))
+	if got := kinds(res); !slices.Contains(got, "start openfaas-fn/new new-2") {
+		t.Fatalf("once gone: %q, want the new replica started", got)
+	}
+}

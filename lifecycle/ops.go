@@ -261,6 +261,18 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 			for _, u := range p.GPUs {
 				loading[model][u] = true
 			}
+			if len(evicted) > 0 && c.opts.ConfirmStops {
+				// The evicted warm replicas' pods may run a while yet: they
+				// drain, their memory still booked, and r waits for it
+				// rather than share a GPU beyond its memory.
+				_ = c.alloc.Release(id, now)
+				for _, gone := range evicted {
+					c.evictDraining(gone, now, res)
+				}
+				c.touchReplica(r)
+				r.reason, r.reasonCode = "waiting for evicted warm replicas to stop: their GPU memory is needed", scheduler.NoFitMemory
+				continue
+			}
 			for _, gone := range evicted {
 				c.evicted(gone, now, res)
 			}
@@ -326,6 +338,33 @@ func (c *Core) evicted(id string, now time.Time, res *Result) {
 	r.phase = Draining
 	res.add(Effect{Kind: Stop, Function: r.fn, Replica: r.view(), Why: "warm replica evicted: its GPU memory was needed"})
 	r.placement = nil // already released by the allocator
+}
+
+// evictDraining stops a warm replica the allocator evicted, where stops
+// are confirmed: its memory is booked again and drains until ReplicaGone,
+// so nothing is placed into memory its pod still holds.
+func (c *Core) evictDraining(id string, now time.Time, res *Result) {
+	r := c.replicas[id]
+	if r == nil || r.placement == nil {
+		return
+	}
+	fn := c.functions[r.fn]
+	c.touchReplica(r)
+	// Memory only, as a warm replica holds, and not idle: the allocator
+	// must not evict it again while its pod goes.
+	held := *r.placement
+	held.Slice.SMPercent = 0
+	if c.alloc.Restore(r.id, held) == nil {
+		id := r.id
+		c.onUndo(func() { _ = c.alloc.Release(id, now) })
+	}
+	if fn != nil {
+		c.touch(fn)
+		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
+	r.phase = Draining
+	res.add(Effect{Kind: Stop, Function: r.fn, Replica: r.view(), Why: "warm replica evicted: its GPU memory was needed"})
 }
 
 // speedFor is the profiled throughput of fn's model at slice cfg on each
