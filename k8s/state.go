@@ -50,6 +50,20 @@ type state struct {
 	// deviceOf: booked GPU -> the device its placeholder was given, where
 	// they differ (observeNodes); replicas are told that device.
 	deviceOf map[string]string
+	// warmPod ties each warm replica to the pod kept for it (its name; ""
+	// until the writer has chosen and labelled one): a Deployment's pods
+	// are interchangeable, so the tie is what keeps that one pod out of
+	// routing, and what is removed when the replica goes.
+	warmPod map[string]string
+	// evictions are pods of warm replicas that went (evicted for their
+	// memory, or expired): the writer deletes each as its Deployment
+	// shrinks by one. Key: namespace/pod.
+	evictions map[string]eviction
+}
+
+// eviction is the pod of a warm replica gone: of function fn, in group.
+type eviction struct {
+	fn, group string
 }
 
 type drain struct {
@@ -58,11 +72,11 @@ type drain struct {
 }
 
 // coreOptions are the lifecycle settings of the Kubernetes backend: a
-// stopped replica's booking is held until its pods are gone, and a replica
-// out of service is stopped, never kept warm (a Deployment's pods cannot
-// be left out of routing one by one yet).
+// stopped replica's booking is held until its pods are gone. A replica
+// taken out of service is kept warm: its pod stays, labelled out of
+// routing (LabelWarm), its model in memory.
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NoWarm: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {
@@ -73,33 +87,44 @@ func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state
 		core: lifecycle.New(inv, nil, opts), log: log,
 		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		groupOf: map[string]string{}, drains: map[string]*drain{}, reasons: map[string]string{},
-		requests: map[string]gpu.Request{},
+		requests: map[string]gpu.Request{}, warmPod: map[string]string{}, evictions: map[string]eviction{},
 	}
 }
 
-// group is one Deployment of a function: the replicas in service that
-// share a placement and slice.
+// group is one Deployment of a function: the replicas that share a
+// placement and slice, in service (ids) or warm, each warm one keeping a
+// pod of the group.
 type group struct {
 	name      string
 	placement scheduler.Placement
 	config    scheduler.SliceConfig
-	ids       []string
+	ids, warm []string
 }
 
 // groups are function v's groups, by name.
 func (s *state) groups(v lifecycle.FunctionView) []*group {
 	by := map[string]*group{}
-	for _, r := range v.Live {
+	add := func(r lifecycle.ReplicaView, warm bool) {
 		name := s.groupOf[r.ID]
 		if r.Placement == nil || name == "" {
-			continue
+			return
 		}
 		g := by[name]
 		if g == nil {
 			g = &group{name: name, placement: *r.Placement, config: r.Config}
 			by[name] = g
 		}
-		g.ids = append(g.ids, r.ID)
+		if warm {
+			g.warm = append(g.warm, r.ID)
+		} else {
+			g.ids = append(g.ids, r.ID)
+		}
+	}
+	for _, r := range v.Live {
+		add(r, false)
+	}
+	for _, r := range v.Warm {
+		add(r, true)
 	}
 	out := make([]*group, 0, len(by))
 	for _, g := range by {
@@ -109,14 +134,15 @@ func (s *state) groups(v lifecycle.FunctionView) []*group {
 	return out
 }
 
-// groupSize is how many replicas group name of function k should have.
+// groupSize is how many pods group name of function k should have: one
+// per replica in service or warm.
 func (s *state) groupSize(k, name string) int {
 	v, ok := s.core.Function(k)
 	if !ok {
 		return 0
 	}
 	n := 0
-	for _, r := range v.Live {
+	for _, r := range append(v.Live, v.Warm...) {
 		if r.Placement != nil && s.groupOf[r.ID] == name {
 			n++
 		}
@@ -148,13 +174,32 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if _, known := s.groupOf[e.Replica.ID]; !known && e.Replica.Placement != nil {
 				s.groupOf[e.Replica.ID] = s.groupFor(e.Function, *e.Replica.Placement, e.Replica.Config)
 			}
+		case lifecycle.Demote:
+			// Out of routing once the writer has tied a pod to it.
+			if _, ok := s.warmPod[e.Replica.ID]; !ok {
+				s.warmPod[e.Replica.ID] = ""
+			}
+		case lifecycle.Promote:
+			// Back in routing: its pod is unlabelled by the writer.
+			delete(s.warmPod, e.Replica.ID)
 		case lifecycle.Stop:
 			name, ok := s.groupOf[e.Replica.ID]
 			if !ok {
 				continue
 			}
+			if pod, warm := s.warmPod[e.Replica.ID]; warm {
+				// A warm replica evicted or expired: its own pod must go,
+				// not whichever pod the ReplicaSet controller would pick.
+				delete(s.warmPod, e.Replica.ID)
+				if pod != "" {
+					ns, _ := splitKey(e.Function)
+					s.evictions[fnKey(ns, pod)] = eviction{fn: e.Function, group: name}
+				}
+			}
 			if _, held := s.core.Replica(e.Replica.ID); !held {
-				delete(s.groupOf, e.Replica.ID) // gone with its node: nothing to drain
+				// Gone with its node, or a warm replica evicted (the
+				// allocator released its booking): nothing to drain.
+				delete(s.groupOf, e.Replica.ID)
 				continue
 			}
 			s.addDrain(e.Function, name, e.Replica.ID)
@@ -206,6 +251,11 @@ func (s *state) forgetGone() {
 			delete(s.groupOf, id)
 		}
 	}
+	for id := range s.warmPod {
+		if v, ok := s.core.Replica(id); !ok || v.Phase != lifecycle.Warm {
+			delete(s.warmPod, id)
+		}
+	}
 	for id := range s.reasons {
 		if v, ok := s.core.Replica(id); !ok || v.Placement != nil {
 			delete(s.reasons, id)
@@ -231,7 +281,7 @@ func (s *state) groupFor(k string, p scheduler.Placement, c scheduler.SliceConfi
 	ns, name := splitKey(k)
 	want := groupName(name, p, c)
 	if v, ok := s.core.Function(k); ok {
-		for _, r := range v.Live {
+		for _, r := range append(v.Live, v.Warm...) {
 			if g := s.groupOf[r.ID]; g != "" && r.Placement != nil && groupName(name, *r.Placement, r.Config) == want {
 				return g
 			}
@@ -338,7 +388,7 @@ func (s *state) groupSpecs(k string) []groupSpec {
 	var out []groupSpec
 	for _, g := range s.groups(v) {
 		out = append(out, groupSpec{Function: v.Spec, Model: v.Plan.Request.Model, Name: g.name, Placement: g.placement,
-			Visible: s.visibleDevices(g.placement), Config: g.config, Replicas: len(g.ids)})
+			Visible: s.visibleDevices(g.placement), Config: g.config, Replicas: len(g.ids) + len(g.warm)})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -57,6 +58,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 		}
 	}
 	written := sortedKeys(b.written[k])
+	warm := st.warmPlan(k)
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -110,7 +112,126 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 			b.log.Info("replica group removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", n))
 		}
 	}
+	return b.syncWarm(ctx, k, warm)
+}
+
+// warmPlan is what the writer needs of function k's warm replicas: each
+// one's group and tied pod ("" when none yet), and the pods of warm
+// replicas that went.
+type warmPlan struct {
+	replicas map[string]warmTie // by replica ID
+	evicted  map[string]string  // pod name -> group
+}
+
+type warmTie struct{ group, pod string }
+
+func (s *state) warmPlan(k string) warmPlan {
+	ns, _ := splitKey(k)
+	p := warmPlan{replicas: map[string]warmTie{}, evicted: map[string]string{}}
+	if v, ok := s.core.Function(k); ok {
+		for _, r := range v.Warm {
+			if g := s.groupOf[r.ID]; g != "" {
+				p.replicas[r.ID] = warmTie{group: g, pod: s.warmPod[r.ID]}
+			}
+		}
+	}
+	for key, e := range s.evictions {
+		if pns, pod := splitKey(key); pns == ns && e.fn == k {
+			p.evicted[pod] = e.group
+		}
+	}
+	return p
+}
+
+// syncWarm carries out function k's demotes, promotes and evictions on its
+// pods, after its Deployments have their counts: a warm replica without a
+// pod gets its group's newest pod in service, labelled out of routing; a
+// labelled pod whose replica is back in service is unlabelled; the pod of
+// a warm replica that went is deleted (its Deployment has just shrunk by
+// one, and the pod's deletion cost made the ReplicaSet controller choose
+// it already; deleting it makes sure).
+func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
+	ns, name := splitKey(k)
+	api := b.client.CoreV1().Pods(ns)
+	for pod, group := range plan.evicted {
+		err := api.Delete(ctx, pod, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete warm pod %s/%s: %w", ns, pod, err)
+		}
+		b.log.Info("warm replica's pod removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", group), zap.String("pod", pod))
+		b.mu.Lock()
+		if b.st != nil {
+			delete(b.st.evictions, fnKey(ns, pod))
+		}
+		b.mu.Unlock()
+	}
+	pods := b.functionPods(ns, name)
+	byName := map[string]*corev1.Pod{}
+	tied := map[string]bool{}
+	for _, p := range pods {
+		byName[p.Name] = p
+	}
+	for _, t := range plan.replicas {
+		if p := byName[t.pod]; p != nil && p.DeletionTimestamp == nil {
+			tied[t.pod] = true
+		}
+	}
+	for _, id := range sortedKeys(plan.replicas) {
+		t := plan.replicas[id]
+		p := byName[t.pod]
+		if p == nil || p.DeletionTimestamp != nil {
+			if p = newestFree(pods, t.group, tied, plan.evicted); p == nil {
+				continue // its pod is not created yet: tied on a later write
+			}
+			tied[p.Name] = true
+			b.mu.Lock()
+			if b.st != nil {
+				if _, still := b.st.warmPod[id]; still {
+					b.st.warmPod[id] = p.Name
+				}
+			}
+			b.mu.Unlock()
+		}
+		if podWarm(p) && p.Annotations[annotationDeletionCost] == warmDeletionCost {
+			continue
+		}
+		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(true), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("mark pod %s/%s warm: %w", ns, p.Name, err)
+		}
+		b.log.Info("replica kept warm: its pod is out of routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
+	}
+	for _, p := range pods {
+		if !podWarm(p) || tied[p.Name] || p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, gone := plan.evicted[p.Name]; gone {
+			continue
+		}
+		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(false), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("put pod %s/%s back in routing: %w", ns, p.Name, err)
+		}
+		b.log.Info("warm replica promoted: its pod is back in routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
+	}
 	return nil
+}
+
+// newestFree is the newest pod of group that no warm replica holds, is
+// not going and not evicted, a ready one before one still starting (it
+// has loaded its model): the one a demoted replica keeps.
+func newestFree(pods []*corev1.Pod, group string, tied map[string]bool, evicted map[string]string) *corev1.Pod {
+	var best *corev1.Pod
+	for _, p := range pods {
+		if p.Labels[LabelGroup] != group || tied[p.Name] || p.DeletionTimestamp != nil || podFinished(p) {
+			continue
+		}
+		if _, gone := evicted[p.Name]; gone {
+			continue
+		}
+		if best == nil || newer(p, best) {
+			best = p
+		}
+	}
+	return best
 }
 
 // scaleToZero stops a group's pods, keeping its Deployment until they are
@@ -268,4 +389,16 @@ func merge(dst, src map[string]string) map[string]string {
 		dst[k] = v
 	}
 	return dst
+}
+
+// newer orders the pods a warm replica may keep: ready first, then by
+// creation, newest first, then by name.
+func newer(p, q *corev1.Pod) bool {
+	if rp, rq := podReady(p), podReady(q); rp != rq {
+		return rp
+	}
+	if !p.CreationTimestamp.Equal(&q.CreationTimestamp) {
+		return q.CreationTimestamp.Before(&p.CreationTimestamp)
+	}
+	return p.Name > q.Name
 }
