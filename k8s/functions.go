@@ -184,7 +184,9 @@ func (b *Backend) read(f func(st *state)) {
 
 // coreOptions are the lifecycle core's settings for this backend.
 func (b *Backend) coreOptions() lifecycle.Options {
-	return coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
+	o := coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
+	o.WarmTTL = b.cfg.WarmTTL
+	return o
 }
 
 // List returns the functions of a namespace.

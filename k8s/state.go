@@ -312,10 +312,18 @@ func (s *state) nameBusy(ns, name string) bool {
 // settled says whether no more than size pods of the group may still run
 // (terminating ones included) or be created. Each drained replica is gone
 // for the core, which frees its booking and places what waited for it. It
-// returns the drains it ended and the functions to write.
+// returns the drains it ended and the functions to write, which include
+// those with a warm replica not tied to a pod yet (demoted before its pod
+// was created): the loop runs this often, so the pod is kept out of
+// routing soon after it appears rather than at the next resync.
 func (s *state) checkDrains(settled func(ns, group string, size int) bool, now time.Time) ([]*drain, map[string]bool) {
 	var ended []*drain
 	dirty := map[string]bool{}
+	for id, pod := range s.warmPod {
+		if v, ok := s.core.Replica(id); ok && pod == "" {
+			dirty[v.Function] = true
+		}
+	}
 	for _, k := range sortedKeys(s.drains) {
 		d := s.drains[k]
 		if d == nil || !settled(d.ns, d.group, s.groupSize(d.fn, d.group)) {

@@ -265,3 +265,26 @@ func TestRestoreKeepsWarmPods(t *testing.T) {
 		t.Fatalf("groups %+v; want the Deployment kept at 2", g)
 	}
 }
+
+// A replica demoted before its pod existed has no pod to keep yet: the
+// loop's pass (checkDrains) asks for its function to be written until the
+// writer has tied one, then no more.
+func TestUntiedWarmReplicaIsWrittenAgain(t *testing.T) {
+	now := time.Now()
+	s := testState(cluster2x2())
+	mustDeploy(t, s, spec("f", 50, nil), now)
+	none := func(string, string, int) bool { return false }
+	if _, dirty := s.checkDrains(none, now); dirty["ns/f"] {
+		t.Fatal("f written again with nothing warm")
+	}
+	scaleApply(t, s, "f", 0, now)
+	if _, dirty := s.checkDrains(none, now); !dirty["ns/f"] {
+		t.Fatal("the untied warm replica's function is not written again")
+	}
+	for id := range s.warmPod {
+		s.warmPod[id] = "f-pod"
+	}
+	if _, dirty := s.checkDrains(none, now); dirty["ns/f"] {
+		t.Fatal("f written again once its warm replica has a pod")
+	}
+}
