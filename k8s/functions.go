@@ -221,12 +221,13 @@ func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionSt
 }
 
 // status is the OpenFaaS view of function v: replicas desired, and
-// available the function's pods that are Ready.
+// available the function's pods that are Ready and in routing (a warm
+// replica's pod is not: the gateway must scale a function at zero up).
 func (b *Backend) status(v lifecycle.FunctionView) types.FunctionStatus {
 	dep := v.Spec.Deployment
 	ready := 0
 	for _, p := range b.functionPods(dep.Namespace, dep.Service) {
-		if podReady(p) {
+		if podReady(p) && !podWarm(p) {
 			ready++
 		}
 	}

@@ -288,3 +288,24 @@ func TestUntiedWarmReplicaIsWrittenAgain(t *testing.T) {
 		t.Fatal("f written again once its warm replica has a pod")
 	}
 }
+
+// A function scaled to zero whose pod is kept warm has no replica
+// available: the gateway's scale-from-zero depends on it.
+func TestWarmPodIsNotAvailable(t *testing.T) {
+	now := time.Now()
+	s := testState(cluster2x2())
+	mustDeploy(t, s, spec("f", 50, nil), now)
+	group := s.groupSpecs("ns/f")[0].Name
+	kept := functionPod("f", group, "f-pod", now.Truncate(time.Second), time.Second)
+	kept.Labels[LabelWarm] = "true"
+	b := fakeBackend(t, kept)
+	b.st = s
+	scaleApply(t, s, "f", 0, now)
+	st, err := b.Status(context.Background(), "ns", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Replicas != 0 || st.AvailableReplicas != 0 {
+		t.Fatalf("status %d/%d; want 0 available with the pod kept warm", st.AvailableReplicas, st.Replicas)
+	}
+}
