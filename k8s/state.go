@@ -62,8 +62,12 @@ type state struct {
 }
 
 // eviction is the pod of a warm replica gone: of function fn, in group.
+// gpus are where it ran when it was evicted for its memory, which the
+// allocator gave away at once: nothing new starts there until the pod is
+// gone (Backend.holdForEvictions). Nil for one that expired: it drains.
 type eviction struct {
 	fn, group string
+	gpus      []string
 }
 
 type drain struct {
@@ -187,16 +191,21 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if !ok {
 				continue
 			}
+			_, held := s.core.Replica(e.Replica.ID)
 			if pod, warm := s.warmPod[e.Replica.ID]; warm {
 				// A warm replica evicted or expired: its own pod must go,
 				// not whichever pod the ReplicaSet controller would pick.
 				delete(s.warmPod, e.Replica.ID)
 				if pod != "" {
 					ns, _ := splitKey(e.Function)
-					s.evictions[fnKey(ns, pod)] = eviction{fn: e.Function, group: name}
+					ev := eviction{fn: e.Function, group: name}
+					if !held && e.Replica.Placement != nil {
+						ev.gpus = e.Replica.Placement.GPUs
+					}
+					s.evictions[fnKey(ns, pod)] = ev
 				}
 			}
-			if _, held := s.core.Replica(e.Replica.ID); !held {
+			if !held {
 				// Gone with its node, or a warm replica evicted (the
 				// allocator released its booking): nothing to drain.
 				delete(s.groupOf, e.Replica.ID)
@@ -322,6 +331,27 @@ func (s *state) checkDrains(settled func(ns, group string, size int) bool, now t
 	for id, pod := range s.warmPod {
 		if v, ok := s.core.Replica(id); ok && pod == "" {
 			dirty[v.Function] = true
+		}
+	}
+	// Evicted pods are deleted, and what waits for their GPUs written,
+	// until they are gone.
+	held := map[string]bool{}
+	for _, e := range s.evictions {
+		dirty[e.fn] = true
+		for _, u := range e.gpus {
+			held[u] = true
+		}
+	}
+	if len(held) > 0 {
+		for _, u := range s.core.Usage() {
+			if !held[u.Device.UUID] {
+				continue
+			}
+			for id := range u.Replicas {
+				if v, ok := s.core.Replica(id); ok {
+					dirty[v.Function] = true
+				}
+			}
 		}
 	}
 	for _, k := range sortedKeys(s.drains) {

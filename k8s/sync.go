@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"go.uber.org/zap"
@@ -59,6 +60,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 	written := sortedKeys(b.written[k])
 	warm := st.warmPlan(k)
+	groups = b.holdForEvictions(st, groups)
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -83,6 +85,13 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
 	for _, g := range groups {
 		d := renderDeployment(g, opts)
+		if g.Replicas == 0 {
+			if _, err := b.deps.in(ns).Deployments(ns).Get(d.Name); err != nil {
+				// Held back for an evicted pod: created once it is gone.
+				want[d.Name] = true
+				continue
+			}
+		}
 		if err := b.applyDeployment(ctx, d); err != nil {
 			return err
 		}
@@ -113,6 +122,44 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 		}
 	}
 	return b.syncWarm(ctx, k, warm)
+}
+
+// holdForEvictions keeps each group on a GPU an evicted warm pod still
+// runs on at the count its Deployment has: the allocator gave that pod's
+// memory away when it evicted it, and the new replica must not start
+// beside it. Called under b.mu; the loop writes the group again until the
+// pod is gone (checkDrains).
+func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
+	busy := map[string]bool{}
+	for key, e := range st.evictions {
+		ns, pod := splitKey(key)
+		if _, err := b.pods.in(ns).Pods(ns).Get(pod); err != nil {
+			continue
+		}
+		for _, u := range e.gpus {
+			busy[u] = true
+		}
+	}
+	if len(busy) == 0 {
+		return groups
+	}
+	out := make([]groupSpec, len(groups))
+	for i, g := range groups {
+		out[i] = g
+		if !slices.ContainsFunc(g.Placement.GPUs, func(u string) bool { return busy[u] }) {
+			continue
+		}
+		ns := g.Function.Namespace()
+		cur := 0
+		if d, err := b.deps.in(ns).Deployments(ns).Get(g.Name); err == nil && d.Spec.Replicas != nil {
+			cur = int(*d.Spec.Replicas)
+		}
+		if cur < g.Replicas {
+			b.log.Debug("replica waits for an evicted warm pod to go", zap.String("deployment", ns+"/"+g.Name), zap.Int("replicas", cur), zap.Int("want", g.Replicas))
+			out[i].Replicas = cur
+		}
+	}
+	return out
 }
 
 // warmPlan is what the writer needs of function k's warm replicas: each
@@ -154,16 +201,24 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 	ns, name := splitKey(k)
 	api := b.client.CoreV1().Pods(ns)
 	for pod, group := range plan.evicted {
-		err := api.Delete(ctx, pod, metav1.DeleteOptions{})
+		cur, err := b.pods.in(ns).Pods(ns).Get(pod)
+		if err != nil {
+			// Gone: what waited for its GPU may start.
+			b.mu.Lock()
+			if b.st != nil {
+				delete(b.st.evictions, fnKey(ns, pod))
+			}
+			b.mu.Unlock()
+			continue
+		}
+		if cur.DeletionTimestamp != nil {
+			continue
+		}
+		err = api.Delete(ctx, pod, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete warm pod %s/%s: %w", ns, pod, err)
 		}
 		b.log.Info("warm replica's pod removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", group), zap.String("pod", pod))
-		b.mu.Lock()
-		if b.st != nil {
-			delete(b.st.evictions, fnKey(ns, pod))
-		}
-		b.mu.Unlock()
 	}
 	pods := b.functionPods(ns, name)
 	byName := map[string]*corev1.Pod{}

@@ -200,6 +200,14 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 	if gs := s.groupSpecs("ns/f"); len(gs) != 1 || gs[0].Replicas != 1 {
 		t.Fatalf("f's groups %+v; want one pod left", gs)
 	}
+	gReplicas := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.holdForEvictions(s, s.groupSpecs("ns/g"))[0].Replicas
+	}
+	if n := gReplicas(); n != 0 {
+		t.Fatalf("g's group written with %d replicas while the evicted pod runs on its GPU", n)
+	}
 	write()
 	if pod("f-newer") != nil {
 		t.Fatal("the evicted warm replica's pod still exists")
@@ -207,8 +215,17 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 	if pod("f-older") == nil {
 		t.Fatal("the pod in service was deleted")
 	}
-	if len(s.evictions) != 0 {
-		t.Fatalf("evictions left %v", s.evictions)
+	// Once the informer has seen it go, the eviction ends and g may start.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.evictions) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("evictions left %v", s.evictions)
+		}
+		time.Sleep(10 * time.Millisecond)
+		write()
+	}
+	if n := gReplicas(); n != 1 {
+		t.Fatalf("g's group held at %d after the evicted pod went", n)
 	}
 }
 
