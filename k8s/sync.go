@@ -58,6 +58,14 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 			draining[d.group] = true
 		}
 	}
+	// A group whose evicted warm pod is still there is kept, at zero,
+	// until the pod is gone, as a drained group is: deleting it at once
+	// would leave a Deployment being deleted that still counts the pod.
+	for key, e := range st.evictions {
+		if pns, _ := splitKey(key); pns == ns && e.fn == k {
+			draining[e.group] = true
+		}
+	}
 	written := sortedKeys(b.written[k])
 	warm := st.warmPlan(k)
 	groups = b.holdForEvictions(st, groups)
