@@ -335,16 +335,12 @@ func (s *state) checkDrains(settled func(ns, group string, size int) bool, now t
 	}
 	// Evicted pods are deleted, and what waits for their GPUs written,
 	// until they are gone.
-	held := map[string]bool{}
 	for _, e := range s.evictions {
 		dirty[e.fn] = true
-		for _, u := range e.gpus {
-			held[u] = true
-		}
 	}
-	if len(held) > 0 {
+	if held := s.heldGPUs(nil); len(held) > 0 {
 		for _, u := range s.core.Usage() {
-			if !held[u.Device.UUID] {
+			if held[u.Device.UUID] == nil {
 				continue
 			}
 			for id := range u.Replicas {
@@ -371,6 +367,43 @@ func (s *state) checkDrains(settled func(ns, group string, size int) bool, now t
 		}
 	}
 	return ended, dirty
+}
+
+// heldGPUs are the GPUs where nothing new may start yet: those of an
+// evicted warm pod that still exists (podExists; nil: any recorded), whose
+// memory the allocator gave away at once, and those of a warm replica
+// whose pod is not labelled out of routing yet, whose SM share it gave
+// away at once. Value: the groups (namespace/group) of those warm
+// replicas, which may still grow, for their pods are what gets labelled;
+// "" for an eviction, which holds every group.
+func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[string]bool {
+	held := map[string]map[string]bool{}
+	hold := func(u, by string) {
+		if held[u] == nil {
+			held[u] = map[string]bool{}
+		}
+		held[u][by] = true
+	}
+	for key, e := range s.evictions {
+		if ns, pod := splitKey(key); podExists != nil && !podExists(ns, pod) {
+			continue
+		}
+		for _, u := range e.gpus {
+			hold(u, "")
+		}
+	}
+	for id, pod := range s.warmPod {
+		if pod != "" {
+			continue
+		}
+		if v, ok := s.core.Replica(id); ok && v.Placement != nil {
+			ns, _ := splitKey(v.Function)
+			for _, u := range v.Placement.GPUs {
+				hold(u, fnKey(ns, s.groupOf[id]))
+			}
+		}
+	}
+	return held
 }
 
 // setInventory follows the cluster's GPUs

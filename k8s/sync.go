@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -133,31 +134,34 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 }
 
 // holdForEvictions keeps each group on a GPU an evicted warm pod still
-// runs on at the count its Deployment has: the allocator gave that pod's
-// memory away when it evicted it, and the new replica must not start
-// beside it. Called under b.mu; the loop writes the group again until the
+// runs on, or a warm pod not labelled yet (heldGPUs), at the count its
+// Deployment has: the allocator gave that pod's memory or SM share away,
+// and the new replica must not start beside it. A warm replica's own group
+// is not held for it: its pod may not exist yet. Called under b.mu; the loop writes the group again until the
 // pod is gone (checkDrains).
 func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
-	busy := map[string]bool{}
-	for key, e := range st.evictions {
-		ns, pod := splitKey(key)
-		if _, err := b.pods.in(ns).Pods(ns).Get(pod); err != nil {
-			continue
-		}
-		for _, u := range e.gpus {
-			busy[u] = true
-		}
-	}
+	busy := st.heldGPUs(func(ns, pod string) bool {
+		_, err := b.pods.in(ns).Pods(ns).Get(pod)
+		return err == nil
+	})
 	if len(busy) == 0 {
 		return groups
 	}
 	out := make([]groupSpec, len(groups))
 	for i, g := range groups {
 		out[i] = g
-		if !slices.ContainsFunc(g.Placement.GPUs, func(u string) bool { return busy[u] }) {
+		ns := g.Function.Namespace()
+		self := fnKey(ns, g.Name)
+		if !slices.ContainsFunc(g.Placement.GPUs, func(u string) bool {
+			for by := range busy[u] {
+				if by != self {
+					return true
+				}
+			}
+			return false
+		}) {
 			continue
 		}
-		ns := g.Function.Namespace()
 		cur := 0
 		if d, err := b.deps.in(ns).Deployments(ns).Get(g.Name); err == nil && d.Spec.Replicas != nil {
 			cur = int(*d.Spec.Replicas)
@@ -174,15 +178,22 @@ func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
 // one's group and tied pod ("" when none yet), and the pods of warm
 // replicas that went.
 type warmPlan struct {
-	replicas map[string]warmTie // by replica ID
-	evicted  map[string]string  // pod name -> group
+	replicas map[string]warmTie    // by replica ID
+	evicted  map[string]evictedPod // by pod name
+}
+
+// evictedPod is a warm replica's pod to delete once its group, shrunk to
+// size, has been acted on by the ReplicaSet controller.
+type evictedPod struct {
+	group string
+	size  int
 }
 
 type warmTie struct{ group, pod string }
 
 func (s *state) warmPlan(k string) warmPlan {
 	ns, _ := splitKey(k)
-	p := warmPlan{replicas: map[string]warmTie{}, evicted: map[string]string{}}
+	p := warmPlan{replicas: map[string]warmTie{}, evicted: map[string]evictedPod{}}
 	if v, ok := s.core.Function(k); ok {
 		for _, r := range v.Warm {
 			if g := s.groupOf[r.ID]; g != "" {
@@ -192,7 +203,7 @@ func (s *state) warmPlan(k string) warmPlan {
 	}
 	for key, e := range s.evictions {
 		if pns, pod := splitKey(key); pns == ns && e.fn == k {
-			p.evicted[pod] = e.group
+			p.evicted[pod] = evictedPod{group: e.group, size: s.groupSize(k, e.group)}
 		}
 	}
 	return p
@@ -208,7 +219,7 @@ func (s *state) warmPlan(k string) warmPlan {
 func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 	ns, name := splitKey(k)
 	api := b.client.CoreV1().Pods(ns)
-	for pod, group := range plan.evicted {
+	for pod, ev := range plan.evicted {
 		cur, err := b.pods.in(ns).Pods(ns).Get(pod)
 		if err != nil {
 			// Gone: what waited for its GPU may start.
@@ -219,14 +230,21 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 			b.mu.Unlock()
 			continue
 		}
-		if cur.DeletionTimestamp != nil {
+		b.mu.Lock()
+		shrunk := b.replicaSetsAtMostLocked(ns, ev.group, ev.size)
+		b.mu.Unlock()
+		if cur.DeletionTimestamp != nil || !shrunk {
+			// Deleted already (the ReplicaSet controller chose it by its
+			// deletion cost), or deleting it now would have the
+			// controller, still at the old count, replace it: the loop
+			// comes back.
 			continue
 		}
 		err = api.Delete(ctx, pod, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete warm pod %s/%s: %w", ns, pod, err)
 		}
-		b.log.Info("warm replica's pod removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", group), zap.String("pod", pod))
+		b.log.Info("warm replica's pod removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", ev.group), zap.String("pod", pod))
 	}
 	pods := b.functionPods(ns, name)
 	byName := map[string]*corev1.Pod{}
@@ -247,21 +265,22 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 				continue // its pod is not created yet: tied on a later write
 			}
 			tied[p.Name] = true
-			b.mu.Lock()
-			if b.st != nil {
-				if _, still := b.st.warmPod[id]; still {
-					b.st.warmPod[id] = p.Name
-				}
+		}
+		if !podWarm(p) || p.Annotations[annotationDeletionCost] != warmDeletionCost {
+			if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(true), metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("mark pod %s/%s warm: %w", ns, p.Name, err)
 			}
-			b.mu.Unlock()
+			b.log.Info("replica kept warm: its pod is out of routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
 		}
-		if podWarm(p) && p.Annotations[annotationDeletionCost] == warmDeletionCost {
-			continue
+		// Tied once the label is written: until then its GPU's SM share,
+		// which the core gave away, is held (heldGPUs).
+		b.mu.Lock()
+		if b.st != nil {
+			if _, still := b.st.warmPod[id]; still {
+				b.st.warmPod[id] = p.Name
+			}
 		}
-		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(true), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("mark pod %s/%s warm: %w", ns, p.Name, err)
-		}
-		b.log.Info("replica kept warm: its pod is out of routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
+		b.mu.Unlock()
 	}
 	for _, p := range pods {
 		if !podWarm(p) || tied[p.Name] || p.DeletionTimestamp != nil {
@@ -278,10 +297,28 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 	return nil
 }
 
+// replicaSetsAtMostLocked says whether the group's Deployment asks for at
+// most size pods and its ReplicaSets' controller has acted on it. Called
+// with b.mu held.
+func (b *Backend) replicaSetsAtMostLocked(ns, group string, size int) bool {
+	if d, err := b.deps.in(ns).Deployments(ns).Get(group); err == nil {
+		if d.Spec.Replicas == nil || int(*d.Spec.Replicas) > size || d.Status.ObservedGeneration < d.Generation {
+			return false
+		}
+	}
+	rss, _ := b.rss.in(ns).ReplicaSets(ns).List(labels.SelectorFromSet(labels.Set{LabelGroup: group}))
+	for _, rs := range rss {
+		if rs.Status.ObservedGeneration < rs.Generation || rs.Spec.Replicas != nil && int(*rs.Spec.Replicas) > size {
+			return false
+		}
+	}
+	return true
+}
+
 // newestFree is the newest pod of group that no warm replica holds, is
 // not going and not evicted, a ready one before one still starting (it
 // has loaded its model): the one a demoted replica keeps.
-func newestFree(pods []*corev1.Pod, group string, tied map[string]bool, evicted map[string]string) *corev1.Pod {
+func newestFree(pods []*corev1.Pod, group string, tied map[string]bool, evicted map[string]evictedPod) *corev1.Pod {
 	var best *corev1.Pod
 	for _, p := range pods {
 		if p.Labels[LabelGroup] != group || tied[p.Name] || p.DeletionTimestamp != nil || podFinished(p) {

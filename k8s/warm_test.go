@@ -326,3 +326,27 @@ func TestWarmPodIsNotAvailable(t *testing.T) {
 		t.Fatalf("status %d/%d; want 0 available with the pod kept warm", st.AvailableReplicas, st.Replicas)
 	}
 }
+
+// The core gives a demoted replica's SM share away at once, but its pod
+// serves until it is labelled: until then nothing new starts on its GPU.
+func TestUnlabelledWarmPodHoldsItsGPU(t *testing.T) {
+	now := time.Now()
+	s := testState(cluster2x2())
+	mustDeploy(t, s, spec("f", 50, nil), now)
+	u := s.groupSpecs("ns/f")[0].Placement.GPUs[0]
+	group := s.groupSpecs("ns/f")[0].Name
+	if held := s.heldGPUs(nil); held[u] != nil {
+		t.Fatalf("%s held with nothing warm", u)
+	}
+	scaleApply(t, s, "f", 0, now)
+	// Held for every group but the warm replica's own, which makes its pod.
+	if held := s.heldGPUs(nil); len(held[u]) != 1 || !held[u]["ns/"+group] {
+		t.Fatalf("%s held by %v while the warm replica's pod is unlabelled; want by its group %s", u, held[u], group)
+	}
+	for id := range s.warmPod {
+		s.warmPod[id] = "f-pod"
+	}
+	if held := s.heldGPUs(nil); held[u] != nil {
+		t.Fatalf("%s still held once the pod is labelled", u)
+	}
+}
