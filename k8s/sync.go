@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"go.uber.org/zap"
@@ -69,6 +68,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 	written := sortedKeys(b.written[k])
 	warm := st.warmPlan(k)
+	warm.held = b.heldGPUsLocked(st)
 	groups = b.holdForEvictions(st, groups)
 	b.mu.Unlock()
 	if err != nil {
@@ -140,10 +140,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 // is not held for it: its pod may not exist yet. Called under b.mu; the loop writes the group again until the
 // pod is gone (checkDrains).
 func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
-	busy := st.heldGPUs(func(ns, pod string) bool {
-		_, err := b.pods.in(ns).Pods(ns).Get(pod)
-		return err == nil
-	})
+	busy := b.heldGPUsLocked(st)
 	if len(busy) == 0 {
 		return groups
 	}
@@ -151,15 +148,7 @@ func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
 	for i, g := range groups {
 		out[i] = g
 		ns := g.Function.Namespace()
-		self := fnKey(ns, g.Name)
-		if !slices.ContainsFunc(g.Placement.GPUs, func(u string) bool {
-			for by := range busy[u] {
-				if by != self {
-					return true
-				}
-			}
-			return false
-		}) {
+		if !heldFor(busy, g.Placement.GPUs, fnKey(ns, g.Name)) {
 			continue
 		}
 		cur := 0
@@ -174,12 +163,37 @@ func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
 	return out
 }
 
+// heldGPUsLocked is st.heldGPUs with the evicted pods the informer still
+// has. Called with b.mu held.
+func (b *Backend) heldGPUsLocked(st *state) map[string]map[string]bool {
+	return st.heldGPUs(func(ns, pod string) bool {
+		_, err := b.pods.in(ns).Pods(ns).Get(pod)
+		return err == nil
+	})
+}
+
+// heldFor says whether one of gpus is held for another group than
+// namespace/group.
+func heldFor(held map[string]map[string]bool, gpus []string, self string) bool {
+	for _, u := range gpus {
+		for by := range held[u] {
+			if by != self {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // warmPlan is what the writer needs of function k's warm replicas: each
 // one's group and tied pod ("" when none yet), and the pods of warm
 // replicas that went.
 type warmPlan struct {
 	replicas map[string]warmTie    // by replica ID
 	evicted  map[string]evictedPod // by pod name
+	// held are the GPUs where no pod may go back in service yet
+	// (state.heldGPUs).
+	held map[string]map[string]bool
 }
 
 // evictedPod is a warm replica's pod to delete once its group, shrunk to
@@ -287,6 +301,12 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 			continue
 		}
 		if _, gone := plan.evicted[p.Name]; gone {
+			continue
+		}
+		// A promoted replica's SM share is booked again, but on a GPU
+		// held for another warm pod not yet out of routing, that pod
+		// still uses it: this one waits (the loop comes back).
+		if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil && heldFor(plan.held, rec.Placement.GPUs, fnKey(ns, p.Labels[LabelGroup])) {
 			continue
 		}
 		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(false), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {

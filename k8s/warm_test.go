@@ -350,3 +350,65 @@ func TestUnlabelledWarmPodHoldsItsGPU(t *testing.T) {
 		t.Fatalf("%s still held once the pod is labelled", u)
 	}
 }
+
+// A promoted replica's pod stays out of routing while its GPU is held for
+// another function's warm pod not labelled yet: that pod still uses the SM
+// share the promote booked again.
+func TestPromoteWaitsForAnotherWarmPodsLabel(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	s := newState(oneGPU(), coreOptions(nil, scheduler.AutoscaleOptions{}), nil)
+	mustDeploy(t, s, specMem("f", 40, "2Gi"), now)
+	scaleApply(t, s, "f", 2, now)
+	fg := s.groupSpecs("ns/f")[0]
+	made := now.Truncate(time.Second)
+	fPod := functionPod("f", fg.Name, "f-b", made, time.Second)
+	fPod.Annotations = placementAnnotations(fg.Placement, fg.Config)
+	b := fakeBackend(t, functionPod("f", fg.Name, "f-a", made.Add(-time.Minute), time.Second), fPod)
+	b.st = s
+	write := func(k string) {
+		t.Helper()
+		b.mu.Lock()
+		plan := s.warmPlan(k)
+		plan.held = b.heldGPUsLocked(s)
+		b.mu.Unlock()
+		if err := b.syncWarm(ctx, k, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelled := func() bool {
+		t.Helper()
+		p, err := b.client.CoreV1().Pods("ns").Get(ctx, "f-b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return podWarm(p)
+	}
+	scaleApply(t, s, "f", 1, now)
+	write("ns/f")
+	if !labelled() {
+		t.Fatal("f's warm pod not labelled")
+	}
+	// The informer must have the label before the next write reads it.
+	deadline := time.Now().Add(10 * time.Second)
+	for p, _ := b.pods.in("ns").Pods("ns").Get("f-b"); p == nil || !podWarm(p); p, _ = b.pods.in("ns").Pods("ns").Get("f-b") {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the label")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustDeploy(t, s, specMem("g", 40, "2Gi"), now)
+	scaleApply(t, s, "g", 0, now) // g's warm replica: no pod labelled yet
+	scaleApply(t, s, "f", 2, now) // f's promoted back
+	write("ns/f")
+	if !labelled() {
+		t.Fatal("f's pod back in routing while g's warm pod still serves on its GPU")
+	}
+	for id := range s.warmPod {
+		s.warmPod[id] = "g-pod" // g's pod labelled
+	}
+	write("ns/f")
+	if labelled() {
+		t.Fatal("f's promoted pod still out of routing once the GPU is no longer held")
+	}
+}
