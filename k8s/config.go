@@ -23,6 +23,9 @@ type Config struct {
 	// Autoscale tunes the SLO autoscaler; Tick is its period.
 	Autoscale scheduler.AutoscaleOptions
 	Tick      time.Duration
+	// WarmTTL is how long a scaled-down replica's pod keeps its model, out
+	// of routing, before it is removed; 0: lifecycle.DefaultWarmTTL.
+	WarmTTL time.Duration
 	// MPSPipeDir is the MPS control daemon's pipe folder on the nodes,
 	// mounted into every replica and given as CUDA_MPS_PIPE_DIRECTORY.
 	MPSPipeDir string

@@ -184,7 +184,9 @@ func (b *Backend) read(f func(st *state)) {
 
 // coreOptions are the lifecycle core's settings for this backend.
 func (b *Backend) coreOptions() lifecycle.Options {
-	return coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
+	o := coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
+	o.WarmTTL = b.cfg.WarmTTL
+	return o
 }
 
 // List returns the functions of a namespace.
@@ -219,12 +221,13 @@ func (b *Backend) Status(ctx context.Context, ns, name string) (types.FunctionSt
 }
 
 // status is the OpenFaaS view of function v: replicas desired, and
-// available the function's pods that are Ready.
+// available the function's pods that are Ready and in routing (a warm
+// replica's pod is not: the gateway must scale a function at zero up).
 func (b *Backend) status(v lifecycle.FunctionView) types.FunctionStatus {
 	dep := v.Spec.Deployment
 	ready := 0
 	for _, p := range b.functionPods(dep.Namespace, dep.Service) {
-		if podReady(p) {
+		if podReady(p) && !podWarm(p) {
 			ready++
 		}
 	}

@@ -16,9 +16,8 @@ import (
 // Kubernetes backend's state — the lifecycle core with the backend's
 // groups and drains, as its control loop drives it, with every drain
 // ending as soon as it is asked about (the pods are gone) — and through
-// the simulator with the same core options (no warm replicas: a
-// Deployment's pods cannot be left out of routing yet). They decide the
-// same, step by step. The API writes that carry the decisions out are
+// the simulator with the same core options, warm replicas included. They
+// decide the same, step by step. The API writes that carry the decisions out are
 // test/k8s's business.
 func TestParityWithTheSimulator(t *testing.T) {
 	cat, err := sim.BuiltinCatalog()
@@ -28,7 +27,7 @@ func TestParityWithTheSimulator(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	parity.Play(t, t0, []string{"kubernetes", "sim"}, map[string]parity.Runner{
 		"kubernetes": newStateRunner(cat.Store),
-		"sim":        parity.NewSimRunner(t, cat, sim.Options{NoWarm: true}, t0),
+		"sim":        parity.NewSimRunner(t, cat, sim.Options{}, t0),
 	}, false)
 }
 

@@ -17,6 +17,29 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
+// A warm replica's pod is kept out of routing by LabelWarm; its deletion
+// cost makes the ReplicaSet controller pick it first when its Deployment
+// shrinks (its replica evicted or expired), not a pod in service.
+const (
+	LabelWarm = "gpu.faas-gpu.dev/warm"
+	// annotationDeletionCost is the ReplicaSet controller's
+	// controller.kubernetes.io/pod-deletion-cost: the lowest goes first.
+	annotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+	warmDeletionCost       = "-1000"
+)
+
+// warmPatch is the merge patch that takes a pod out of routing (warm) or
+// puts it back: null removes the label and annotation.
+func warmPatch(warm bool) []byte {
+	if warm {
+		return []byte(`{"metadata":{"labels":{"` + LabelWarm + `":"true"},"annotations":{"` + annotationDeletionCost + `":"` + warmDeletionCost + `"}}}`)
+	}
+	return []byte(`{"metadata":{"labels":{"` + LabelWarm + `":null},"annotations":{"` + annotationDeletionCost + `":null}}}`)
+}
+
+// podWarm: a pod kept for a warm replica, out of routing.
+func podWarm(p *corev1.Pod) bool { return p.Labels[LabelWarm] == "true" }
+
 // groupSpec is everything a group's Deployment is rendered from.
 type groupSpec struct {
 	Function  scheduler.Function

@@ -34,8 +34,29 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 	// paired in order (live bookings first, ready pods first); a booking
 	// without a pod is <group>#<position>, which a rebuild from the same
 	// cluster gives again, whatever the core's IDs.
-	describe := func(ns, fnName, group string, live, draining []string) {
-		pods := b.groupPods(ns, group)
+	describe := func(ns, fnName, group string, live, warm, draining []string) {
+		all := b.groupPods(ns, group)
+		// A warm replica is its tied pod; the others pair with the rest.
+		kept := map[string]string{}
+		for _, id := range warm {
+			if pod := st.warmPod[id]; pod != "" {
+				kept[pod] = id
+			}
+		}
+		pods := make([]*corev1.Pod, 0, len(all))
+		for _, p := range all {
+			if id, ok := kept[p.Name]; ok {
+				owners[id] = owner{id: p.Name, fn: fnName, ns: ns}
+				continue
+			}
+			pods = append(pods, p)
+		}
+		var untied []string
+		for _, id := range warm {
+			if _, ok := owners[id]; !ok {
+				untied = append(untied, id)
+			}
+		}
 		i := 0
 		name := func(ids []string) {
 			sorted := append([]string(nil), ids...)
@@ -56,6 +77,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			}
 		}
 		name(live)
+		name(untied)
 		name(draining)
 	}
 	drained := map[string]bool{}
@@ -65,7 +87,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			Name: fnName, Namespace: ns, Model: v.Plan.Request.Model,
 			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
-			Replicas: v.Desired, LastScale: v.LastScale,
+			Replicas: v.Desired, LastScale: v.LastScale, Idle: len(v.Warm),
 		}
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()
@@ -75,7 +97,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			if d, ok := st.drains[fnKey(ns, g.name)]; ok {
 				draining, drained[fnKey(ns, g.name)] = d.ids, true
 			}
-			describe(ns, fnName, g.name, g.ids, draining)
+			describe(ns, fnName, g.name, g.ids, g.warm, draining)
 			for _, id := range g.ids {
 				if owners[id].ready {
 					fr.Ready++
@@ -102,7 +124,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 	for _, k := range sortedKeys(st.drains) {
 		if d := st.drains[k]; !drained[k] {
 			_, name := splitKey(d.fn)
-			describe(d.ns, name, d.group, nil, d.ids)
+			describe(d.ns, name, d.group, nil, nil, d.ids)
 		}
 	}
 	rep.Nodes = scheduler.NodeReports(st.core.Usage(), st.core.Cache(), func(id string, rr *scheduler.ReplicaReport) {

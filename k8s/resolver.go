@@ -125,7 +125,9 @@ func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	eps := make([]scheduler.Endpoint, 0, len(pods))
 	for _, p := range pods {
-		if !podReady(p) {
+		// A warm replica's pod keeps its model for a scale-up, out of
+		// routing until it is promoted.
+		if !podReady(p) || podWarm(p) {
 			continue
 		}
 		pm := b.podModelsOf(p.Name, p.Annotations[AnnotationModel])

@@ -74,6 +74,7 @@ func restoreState(objs clusterObjects, opts lifecycle.Options, now time.Time, lo
 		rec   placementRecord
 	}
 	named := map[string]restored{}
+	warmPods := map[string]string{}
 	deps := append([]*appsv1.Deployment(nil), objs.deployments...)
 	sort.Slice(deps, func(i, j int) bool {
 		return deps[i].Namespace+"/"+deps[i].Name < deps[j].Namespace+"/"+deps[j].Name
@@ -99,9 +100,15 @@ func restoreState(objs clusterObjects, opts lifecycle.Options, now time.Time, lo
 			orphans = append(orphans, drainBooking{ns: d.Namespace, group: d.Name, rec: pr, ids: ids})
 			continue
 		}
-		for _, id := range ids[:n] {
-			rec.Placed = append(rec.Placed, lifecycle.PlacedReplica{ID: id, Placement: pr.Placement, Config: pr.Config})
+		for i, id := range ids[:n] {
+			// A pod labelled warm was kept for a warm replica: it comes
+			// back warm, tied to that pod.
+			idle := i < len(pods[dk]) && podWarm(pods[dk][i])
+			rec.Placed = append(rec.Placed, lifecycle.PlacedReplica{ID: id, Placement: pr.Placement, Config: pr.Config, Idle: idle})
 			named[id] = restored{group: d.Name, rec: pr}
+			if idle {
+				warmPods[id] = pods[dk][i].Name
+			}
 		}
 		if len(ids) > n {
 			extras = append(extras, drainBooking{fn: fk, ns: d.Namespace, group: d.Name, rec: pr, ids: ids[n:]})
@@ -158,6 +165,11 @@ func restoreState(objs clusterObjects, opts lifecycle.Options, now time.Time, lo
 		}
 	}
 	dirty := s.apply(res, time.Since(began), now)
+	for id, pod := range warmPods {
+		if v, ok := s.core.Replica(id); ok && v.Phase == lifecycle.Warm {
+			s.warmPod[id] = pod
+		}
+	}
 	book(extras)
 	// More replicas in the cluster than the record asks for (a change cut
 	// short): the newest drain.

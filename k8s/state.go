@@ -50,6 +50,24 @@ type state struct {
 	// deviceOf: booked GPU -> the device its placeholder was given, where
 	// they differ (observeNodes); replicas are told that device.
 	deviceOf map[string]string
+	// warmPod ties each warm replica to the pod kept for it (its name; ""
+	// until the writer has chosen and labelled one): a Deployment's pods
+	// are interchangeable, so the tie is what keeps that one pod out of
+	// routing, and what is removed when the replica goes.
+	warmPod map[string]string
+	// evictions are pods of warm replicas that went (evicted for their
+	// memory, or expired): the writer deletes each as its Deployment
+	// shrinks by one. Key: namespace/pod.
+	evictions map[string]eviction
+}
+
+// eviction is the pod of a warm replica gone: of function fn, in group.
+// gpus are where it ran when it was evicted for its memory, which the
+// allocator gave away at once: nothing new starts there until the pod is
+// gone (Backend.holdForEvictions). Nil for one that expired: it drains.
+type eviction struct {
+	fn, group string
+	gpus      []string
 }
 
 type drain struct {
@@ -58,11 +76,11 @@ type drain struct {
 }
 
 // coreOptions are the lifecycle settings of the Kubernetes backend: a
-// stopped replica's booking is held until its pods are gone, and a replica
-// out of service is stopped, never kept warm (a Deployment's pods cannot
-// be left out of routing one by one yet).
+// stopped replica's booking is held until its pods are gone. A replica
+// taken out of service is kept warm: its pod stays, labelled out of
+// routing (LabelWarm), its model in memory.
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NoWarm: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {
@@ -73,33 +91,44 @@ func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state
 		core: lifecycle.New(inv, nil, opts), log: log,
 		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		groupOf: map[string]string{}, drains: map[string]*drain{}, reasons: map[string]string{},
-		requests: map[string]gpu.Request{},
+		requests: map[string]gpu.Request{}, warmPod: map[string]string{}, evictions: map[string]eviction{},
 	}
 }
 
-// group is one Deployment of a function: the replicas in service that
-// share a placement and slice.
+// group is one Deployment of a function: the replicas that share a
+// placement and slice, in service (ids) or warm, each warm one keeping a
+// pod of the group.
 type group struct {
 	name      string
 	placement scheduler.Placement
 	config    scheduler.SliceConfig
-	ids       []string
+	ids, warm []string
 }
 
 // groups are function v's groups, by name.
 func (s *state) groups(v lifecycle.FunctionView) []*group {
 	by := map[string]*group{}
-	for _, r := range v.Live {
+	add := func(r lifecycle.ReplicaView, warm bool) {
 		name := s.groupOf[r.ID]
 		if r.Placement == nil || name == "" {
-			continue
+			return
 		}
 		g := by[name]
 		if g == nil {
 			g = &group{name: name, placement: *r.Placement, config: r.Config}
 			by[name] = g
 		}
-		g.ids = append(g.ids, r.ID)
+		if warm {
+			g.warm = append(g.warm, r.ID)
+		} else {
+			g.ids = append(g.ids, r.ID)
+		}
+	}
+	for _, r := range v.Live {
+		add(r, false)
+	}
+	for _, r := range v.Warm {
+		add(r, true)
 	}
 	out := make([]*group, 0, len(by))
 	for _, g := range by {
@@ -109,14 +138,15 @@ func (s *state) groups(v lifecycle.FunctionView) []*group {
 	return out
 }
 
-// groupSize is how many replicas group name of function k should have.
+// groupSize is how many pods group name of function k should have: one
+// per replica in service or warm.
 func (s *state) groupSize(k, name string) int {
 	v, ok := s.core.Function(k)
 	if !ok {
 		return 0
 	}
 	n := 0
-	for _, r := range v.Live {
+	for _, r := range append(v.Live, v.Warm...) {
 		if r.Placement != nil && s.groupOf[r.ID] == name {
 			n++
 		}
@@ -148,13 +178,37 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if _, known := s.groupOf[e.Replica.ID]; !known && e.Replica.Placement != nil {
 				s.groupOf[e.Replica.ID] = s.groupFor(e.Function, *e.Replica.Placement, e.Replica.Config)
 			}
+		case lifecycle.Demote:
+			// Out of routing once the writer has tied a pod to it.
+			if _, ok := s.warmPod[e.Replica.ID]; !ok {
+				s.warmPod[e.Replica.ID] = ""
+			}
+		case lifecycle.Promote:
+			// Back in routing: its pod is unlabelled by the writer.
+			delete(s.warmPod, e.Replica.ID)
 		case lifecycle.Stop:
 			name, ok := s.groupOf[e.Replica.ID]
 			if !ok {
 				continue
 			}
-			if _, held := s.core.Replica(e.Replica.ID); !held {
-				delete(s.groupOf, e.Replica.ID) // gone with its node: nothing to drain
+			_, held := s.core.Replica(e.Replica.ID)
+			if pod, warm := s.warmPod[e.Replica.ID]; warm {
+				// A warm replica evicted or expired: its own pod must go,
+				// not whichever pod the ReplicaSet controller would pick.
+				delete(s.warmPod, e.Replica.ID)
+				if pod != "" {
+					ns, _ := splitKey(e.Function)
+					ev := eviction{fn: e.Function, group: name}
+					if !held && e.Replica.Placement != nil {
+						ev.gpus = e.Replica.Placement.GPUs
+					}
+					s.evictions[fnKey(ns, pod)] = ev
+				}
+			}
+			if !held {
+				// Gone with its node, or a warm replica evicted (the
+				// allocator released its booking): nothing to drain.
+				delete(s.groupOf, e.Replica.ID)
 				continue
 			}
 			s.addDrain(e.Function, name, e.Replica.ID)
@@ -206,6 +260,11 @@ func (s *state) forgetGone() {
 			delete(s.groupOf, id)
 		}
 	}
+	for id := range s.warmPod {
+		if v, ok := s.core.Replica(id); !ok || v.Phase != lifecycle.Warm {
+			delete(s.warmPod, id)
+		}
+	}
 	for id := range s.reasons {
 		if v, ok := s.core.Replica(id); !ok || v.Placement != nil {
 			delete(s.reasons, id)
@@ -231,7 +290,7 @@ func (s *state) groupFor(k string, p scheduler.Placement, c scheduler.SliceConfi
 	ns, name := splitKey(k)
 	want := groupName(name, p, c)
 	if v, ok := s.core.Function(k); ok {
-		for _, r := range v.Live {
+		for _, r := range append(v.Live, v.Warm...) {
 			if g := s.groupOf[r.ID]; g != "" && r.Placement != nil && groupName(name, *r.Placement, r.Config) == want {
 				return g
 			}
@@ -262,10 +321,35 @@ func (s *state) nameBusy(ns, name string) bool {
 // settled says whether no more than size pods of the group may still run
 // (terminating ones included) or be created. Each drained replica is gone
 // for the core, which frees its booking and places what waited for it. It
-// returns the drains it ended and the functions to write.
+// returns the drains it ended and the functions to write, which include
+// those with a warm replica not tied to a pod yet (demoted before its pod
+// was created): the loop runs this often, so the pod is kept out of
+// routing soon after it appears rather than at the next resync.
 func (s *state) checkDrains(settled func(ns, group string, size int) bool, now time.Time) ([]*drain, map[string]bool) {
 	var ended []*drain
 	dirty := map[string]bool{}
+	for id, pod := range s.warmPod {
+		if v, ok := s.core.Replica(id); ok && pod == "" {
+			dirty[v.Function] = true
+		}
+	}
+	// Evicted pods are deleted, and what waits for their GPUs written,
+	// until they are gone.
+	for _, e := range s.evictions {
+		dirty[e.fn] = true
+	}
+	if held := s.heldGPUs(nil); len(held) > 0 {
+		for _, u := range s.core.Usage() {
+			if held[u.Device.UUID] == nil {
+				continue
+			}
+			for id := range u.Replicas {
+				if v, ok := s.core.Replica(id); ok {
+					dirty[v.Function] = true
+				}
+			}
+		}
+	}
 	for _, k := range sortedKeys(s.drains) {
 		d := s.drains[k]
 		if d == nil || !settled(d.ns, d.group, s.groupSize(d.fn, d.group)) {
@@ -283,6 +367,43 @@ func (s *state) checkDrains(settled func(ns, group string, size int) bool, now t
 		}
 	}
 	return ended, dirty
+}
+
+// heldGPUs are the GPUs where nothing new may start yet: those of an
+// evicted warm pod that still exists (podExists; nil: any recorded), whose
+// memory the allocator gave away at once, and those of a warm replica
+// whose pod is not labelled out of routing yet, whose SM share it gave
+// away at once. Value: the groups (namespace/group) of those warm
+// replicas, which may still grow, for their pods are what gets labelled;
+// "" for an eviction, which holds every group.
+func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[string]bool {
+	held := map[string]map[string]bool{}
+	hold := func(u, by string) {
+		if held[u] == nil {
+			held[u] = map[string]bool{}
+		}
+		held[u][by] = true
+	}
+	for key, e := range s.evictions {
+		if ns, pod := splitKey(key); podExists != nil && !podExists(ns, pod) {
+			continue
+		}
+		for _, u := range e.gpus {
+			hold(u, "")
+		}
+	}
+	for id, pod := range s.warmPod {
+		if pod != "" {
+			continue
+		}
+		if v, ok := s.core.Replica(id); ok && v.Placement != nil {
+			ns, _ := splitKey(v.Function)
+			for _, u := range v.Placement.GPUs {
+				hold(u, fnKey(ns, s.groupOf[id]))
+			}
+		}
+	}
+	return held
 }
 
 // setInventory follows the cluster's GPUs
@@ -338,7 +459,7 @@ func (s *state) groupSpecs(k string) []groupSpec {
 	var out []groupSpec
 	for _, g := range s.groups(v) {
 		out = append(out, groupSpec{Function: v.Spec, Model: v.Plan.Request.Model, Name: g.name, Placement: g.placement,
-			Visible: s.visibleDevices(g.placement), Config: g.config, Replicas: len(g.ids)})
+			Visible: s.visibleDevices(g.placement), Config: g.config, Replicas: len(g.ids) + len(g.warm)})
 	}
 	return out
 }

@@ -97,9 +97,14 @@ func smUsed(s *state) map[string]int {
 	return out
 }
 
+// The drain path, which deletes and expired warm replicas take: run with
+// NoWarm so that a scale-down takes it too and the counts stay in one test
+// (TestScaleDownKeepsAWarmPod has the backend's own scale-down).
 func TestScaleFillsGPUsAndDrainsBeforeFreeing(t *testing.T) {
 	now := time.Now()
-	s := testState(cluster2x2())
+	opts := coreOptions(nil, scheduler.AutoscaleOptions{})
+	opts.NoWarm = true
+	s := newState(cluster2x2(), opts, nil)
 	mustDeploy(t, s, spec("f", 50, nil), now)
 	mustScale(t, s, "f", 5, now)
 	if got := layout(s, "f"); got != "GPU-a0:2 GPU-a1:2 GPU-b0:1 pending=0" {
@@ -263,9 +268,14 @@ func TestNewGroupAvoidsABusyName(t *testing.T) {
 	s.deploymentExists = func(ns, name string) bool { return busy[ns+"/"+name] }
 	mustDeploy(t, s, spec("f", 50, nil), now)
 	first := s.groupSpecs("ns/f")[0].Name
-	mustScale(t, s, "f", 0, now)
+	res, err := s.core.Delete("ns", "f", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(res, 0, now)
 	s.checkDrains(func(string, string, int) bool { return true }, now)
-	busy["ns/"+first] = true // scaled to zero, drained, its deletion under way
+	busy["ns/"+first] = true // drained, its deletion under way
+	mustDeploy(t, s, spec("f", 50, nil), now)
 	mustScale(t, s, "f", 2, now)
 	g := s.groupSpecs("ns/f")
 	if len(g) != 1 || g[0].Name != first+"-2" || g[0].Replicas != 2 {

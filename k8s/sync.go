@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -56,7 +58,18 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 			draining[d.group] = true
 		}
 	}
+	// A group whose evicted warm pod is still there is kept, at zero,
+	// until the pod is gone, as a drained group is: deleting it at once
+	// would leave a Deployment being deleted that still counts the pod.
+	for key, e := range st.evictions {
+		if pns, _ := splitKey(key); pns == ns && e.fn == k {
+			draining[e.group] = true
+		}
+	}
 	written := sortedKeys(b.written[k])
+	warm := st.warmPlan(k)
+	warm.held = b.heldGPUsLocked(st)
+	groups = b.holdForEvictions(st, groups)
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -81,6 +94,13 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
 	for _, g := range groups {
 		d := renderDeployment(g, opts)
+		if g.Replicas == 0 {
+			if _, err := b.deps.in(ns).Deployments(ns).Get(d.Name); err != nil {
+				// Held back for an evicted pod: created once it is gone.
+				want[d.Name] = true
+				continue
+			}
+		}
 		if err := b.applyDeployment(ctx, d); err != nil {
 			return err
 		}
@@ -110,7 +130,228 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 			b.log.Info("replica group removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", n))
 		}
 	}
+	return b.syncWarm(ctx, k, warm)
+}
+
+// holdForEvictions keeps each group on a GPU an evicted warm pod still
+// runs on, or a warm pod not labelled yet (heldGPUs), at the count its
+// Deployment has: the allocator gave that pod's memory or SM share away,
+// and the new replica must not start beside it. A warm replica's own group
+// is not held for it: its pod may not exist yet. Called under b.mu; the loop writes the group again until the
+// pod is gone (checkDrains).
+func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
+	busy := b.heldGPUsLocked(st)
+	if len(busy) == 0 {
+		return groups
+	}
+	out := make([]groupSpec, len(groups))
+	for i, g := range groups {
+		out[i] = g
+		ns := g.Function.Namespace()
+		if !heldFor(busy, g.Placement.GPUs, fnKey(ns, g.Name)) {
+			continue
+		}
+		cur := 0
+		if d, err := b.deps.in(ns).Deployments(ns).Get(g.Name); err == nil && d.Spec.Replicas != nil {
+			cur = int(*d.Spec.Replicas)
+		}
+		if cur < g.Replicas {
+			b.log.Debug("replica waits for an evicted warm pod to go", zap.String("deployment", ns+"/"+g.Name), zap.Int("replicas", cur), zap.Int("want", g.Replicas))
+			out[i].Replicas = cur
+		}
+	}
+	return out
+}
+
+// heldGPUsLocked is st.heldGPUs with the evicted pods the informer still
+// has. Called with b.mu held.
+func (b *Backend) heldGPUsLocked(st *state) map[string]map[string]bool {
+	return st.heldGPUs(func(ns, pod string) bool {
+		_, err := b.pods.in(ns).Pods(ns).Get(pod)
+		return err == nil
+	})
+}
+
+// heldFor says whether one of gpus is held for another group than
+// namespace/group.
+func heldFor(held map[string]map[string]bool, gpus []string, self string) bool {
+	for _, u := range gpus {
+		for by := range held[u] {
+			if by != self {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// warmPlan is what the writer needs of function k's warm replicas: each
+// one's group and tied pod ("" when none yet), and the pods of warm
+// replicas that went.
+type warmPlan struct {
+	replicas map[string]warmTie    // by replica ID
+	evicted  map[string]evictedPod // by pod name
+	// held are the GPUs where no pod may go back in service yet
+	// (state.heldGPUs).
+	held map[string]map[string]bool
+}
+
+// evictedPod is a warm replica's pod to delete once its group, shrunk to
+// size, has been acted on by the ReplicaSet controller.
+type evictedPod struct {
+	group string
+	size  int
+}
+
+type warmTie struct{ group, pod string }
+
+func (s *state) warmPlan(k string) warmPlan {
+	ns, _ := splitKey(k)
+	p := warmPlan{replicas: map[string]warmTie{}, evicted: map[string]evictedPod{}}
+	if v, ok := s.core.Function(k); ok {
+		for _, r := range v.Warm {
+			if g := s.groupOf[r.ID]; g != "" {
+				p.replicas[r.ID] = warmTie{group: g, pod: s.warmPod[r.ID]}
+			}
+		}
+	}
+	for key, e := range s.evictions {
+		if pns, pod := splitKey(key); pns == ns && e.fn == k {
+			p.evicted[pod] = evictedPod{group: e.group, size: s.groupSize(k, e.group)}
+		}
+	}
+	return p
+}
+
+// syncWarm carries out function k's demotes, promotes and evictions on its
+// pods, after its Deployments have their counts: a warm replica without a
+// pod gets its group's newest pod in service, labelled out of routing; a
+// labelled pod whose replica is back in service is unlabelled; the pod of
+// a warm replica that went is deleted (its Deployment has just shrunk by
+// one, and the pod's deletion cost made the ReplicaSet controller choose
+// it already; deleting it makes sure).
+func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
+	ns, name := splitKey(k)
+	api := b.client.CoreV1().Pods(ns)
+	for pod, ev := range plan.evicted {
+		cur, err := b.pods.in(ns).Pods(ns).Get(pod)
+		if err != nil {
+			// Gone: what waited for its GPU may start.
+			b.mu.Lock()
+			if b.st != nil {
+				delete(b.st.evictions, fnKey(ns, pod))
+			}
+			b.mu.Unlock()
+			continue
+		}
+		b.mu.Lock()
+		shrunk := b.replicaSetsAtMostLocked(ns, ev.group, ev.size)
+		b.mu.Unlock()
+		if cur.DeletionTimestamp != nil || !shrunk {
+			// Deleted already (the ReplicaSet controller chose it by its
+			// deletion cost), or deleting it now would have the
+			// controller, still at the old count, replace it: the loop
+			// comes back.
+			continue
+		}
+		err = api.Delete(ctx, pod, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete warm pod %s/%s: %w", ns, pod, err)
+		}
+		b.log.Info("warm replica's pod removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", ev.group), zap.String("pod", pod))
+	}
+	pods := b.functionPods(ns, name)
+	byName := map[string]*corev1.Pod{}
+	tied := map[string]bool{}
+	for _, p := range pods {
+		byName[p.Name] = p
+	}
+	for _, t := range plan.replicas {
+		if p := byName[t.pod]; p != nil && p.DeletionTimestamp == nil {
+			tied[t.pod] = true
+		}
+	}
+	for _, id := range sortedKeys(plan.replicas) {
+		t := plan.replicas[id]
+		p := byName[t.pod]
+		if p == nil || p.DeletionTimestamp != nil {
+			if p = newestFree(pods, t.group, tied, plan.evicted); p == nil {
+				continue // its pod is not created yet: tied on a later write
+			}
+			tied[p.Name] = true
+		}
+		if !podWarm(p) || p.Annotations[annotationDeletionCost] != warmDeletionCost {
+			if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(true), metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("mark pod %s/%s warm: %w", ns, p.Name, err)
+			}
+			b.log.Info("replica kept warm: its pod is out of routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
+		}
+		// Tied once the label is written: until then its GPU's SM share,
+		// which the core gave away, is held (heldGPUs).
+		b.mu.Lock()
+		if b.st != nil {
+			if _, still := b.st.warmPod[id]; still {
+				b.st.warmPod[id] = p.Name
+			}
+		}
+		b.mu.Unlock()
+	}
+	for _, p := range pods {
+		if !podWarm(p) || tied[p.Name] || p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, gone := plan.evicted[p.Name]; gone {
+			continue
+		}
+		// A promoted replica's SM share is booked again, but on a GPU
+		// held for another warm pod not yet out of routing, that pod
+		// still uses it: this one waits (the loop comes back).
+		if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil && heldFor(plan.held, rec.Placement.GPUs, fnKey(ns, p.Labels[LabelGroup])) {
+			continue
+		}
+		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(false), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("put pod %s/%s back in routing: %w", ns, p.Name, err)
+		}
+		b.log.Info("warm replica promoted: its pod is back in routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
+	}
 	return nil
+}
+
+// replicaSetsAtMostLocked says whether the group's Deployment asks for at
+// most size pods and its ReplicaSets' controller has acted on it. Called
+// with b.mu held.
+func (b *Backend) replicaSetsAtMostLocked(ns, group string, size int) bool {
+	if d, err := b.deps.in(ns).Deployments(ns).Get(group); err == nil {
+		if d.Spec.Replicas == nil || int(*d.Spec.Replicas) > size || d.Status.ObservedGeneration < d.Generation {
+			return false
+		}
+	}
+	rss, _ := b.rss.in(ns).ReplicaSets(ns).List(labels.SelectorFromSet(labels.Set{LabelGroup: group}))
+	for _, rs := range rss {
+		if rs.Status.ObservedGeneration < rs.Generation || rs.Spec.Replicas != nil && int(*rs.Spec.Replicas) > size {
+			return false
+		}
+	}
+	return true
+}
+
+// newestFree is the newest pod of group that no warm replica holds, is
+// not going and not evicted, a ready one before one still starting (it
+// has loaded its model): the one a demoted replica keeps.
+func newestFree(pods []*corev1.Pod, group string, tied map[string]bool, evicted map[string]evictedPod) *corev1.Pod {
+	var best *corev1.Pod
+	for _, p := range pods {
+		if p.Labels[LabelGroup] != group || tied[p.Name] || p.DeletionTimestamp != nil || podFinished(p) {
+			continue
+		}
+		if _, gone := evicted[p.Name]; gone {
+			continue
+		}
+		if best == nil || newer(p, best) {
+			best = p
+		}
+	}
+	return best
 }
 
 // scaleToZero stops a group's pods, keeping its Deployment until they are
@@ -268,4 +509,16 @@ func merge(dst, src map[string]string) map[string]string {
 		dst[k] = v
 	}
 	return dst
+}
+
+// newer orders the pods a warm replica may keep: ready first, then by
+// creation, newest first, then by name.
+func newer(p, q *corev1.Pod) bool {
+	if rp, rq := podReady(p), podReady(q); rp != rq {
+		return rp
+	}
+	if !p.CreationTimestamp.Equal(&q.CreationTimestamp) {
+		return q.CreationTimestamp.Before(&p.CreationTimestamp)
+	}
+	return p.Name > q.Name
 }

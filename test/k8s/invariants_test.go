@@ -74,6 +74,9 @@ func usageOf(pods []*corev1.Pod) usage {
 			e[v.Name] = v.Value
 		}
 		sm, _ := strconv.Atoi(e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
+		if p.Labels[labelWarm] == "true" {
+			sm = 0 // a warm replica's pod serves nothing: it keeps memory, not SMs
+		}
 		for i, g := range strings.Split(e["NVIDIA_VISIBLE_DEVICES"], ",") {
 			u.add(g, sm, memLimit(e["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], i))
 		}
@@ -147,15 +150,32 @@ func deploymentUsage(ctx context.Context) (usage, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A Deployment's count includes its warm replicas, whose pods keep
+	// memory and no SMs.
+	warm, err := env.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labelWarm + "=true"})
+	if err != nil {
+		return nil, err
+	}
+	warmIn := map[string]int32{}
+	for _, p := range warm.Items {
+		if p.DeletionTimestamp == nil {
+			warmIn[p.Namespace+"/"+p.Labels["gpu.faas-gpu.dev/group"]]++
+		}
+	}
 	u := usage{}
 	for _, d := range deps.Items {
 		var p placementAnn
 		if err := json.Unmarshal([]byte(d.Annotations["gpu.faas-gpu.dev/placement"]), &p); err != nil {
 			return nil, fmt.Errorf("deployment %s: %v", d.Name, err)
 		}
+		kept := min(warmIn[d.Namespace+"/"+d.Name], *d.Spec.Replicas)
 		for _, g := range p.Placement.GPUs {
-			for range *d.Spec.Replicas {
-				u.add(g, p.Placement.Slice.SMPercent, p.Placement.Slice.MemoryBytes)
+			for i := range *d.Spec.Replicas {
+				sm := p.Placement.Slice.SMPercent
+				if i < kept {
+					sm = 0
+				}
+				u.add(g, sm, p.Placement.Slice.MemoryBytes)
 			}
 		}
 	}

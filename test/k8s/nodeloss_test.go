@@ -118,7 +118,7 @@ func deploymentsUse(t *testing.T, uuid string) bool {
 // uses stays Pending, and is scheduled once faas-gpu lets a GPU go.
 func TestReservationsHoldGPUsAgainstOtherPods(t *testing.T) {
 	requireNodes(t)
-	p := startProvider(t, "reserve")
+	p := startProvider(t, "reserve", shortWarm...) // a GPU is let go once its warm replica expires
 	p.leads(t, 10*time.Second)
 	defer cleanUp(t, p)
 

@@ -37,12 +37,17 @@ func liveDeployments(t *testing.T, name string) []appsv1.Deployment {
 	return out
 }
 
+// shortWarm makes replicas taken out of service warm only until the next
+// tick, for tests of what a scale-down frees once they are gone.
+var shortWarm = []string{"-warm-ttl", "1ms"}
+
 // Scaling up spreads replicas over GPUs as slices fit (3 x 30 % per GPU),
 // beyond the cluster's room they wait as pending, and scaling down takes
-// whole groups away first and frees their GPUs' placeholders.
+// whole groups away first (once their warm replicas expire) and frees
+// their GPUs' placeholders.
 func TestScaleAcrossGPUs(t *testing.T) {
 	requireNodes(t)
-	p := startProvider(t, "scale")
+	p := startProvider(t, "scale", shortWarm...)
 	p.leads(t, 10*time.Second)
 	watchInvariants(t, p)
 	defer cleanUp(t, p)
@@ -81,10 +86,11 @@ func TestScaleAcrossGPUs(t *testing.T) {
 }
 
 // Replicas that fit nowhere wait as pending with a reason; scaling down
-// drops them first; a function scales to zero and back.
+// drops them first; a function scales to zero (its warm replicas expired)
+// and back.
 func TestScaleBeyondRoomIsPending(t *testing.T) {
 	requireNodes(t)
-	p := startProvider(t, "pending")
+	p := startProvider(t, "pending", shortWarm...)
 	p.leads(t, 10*time.Second)
 	watchInvariants(t, p)
 	defer cleanUp(t, p)
