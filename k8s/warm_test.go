@@ -192,21 +192,17 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 		}
 		warmID = id
 	}
-	// g needs 12Gi: only with the warm replica's 4Gi.
+	// g needs 12Gi: only with the warm replica's 4Gi. The core stops the
+	// warm replica and holds its memory while its pod goes; g waits.
 	mustDeploy(t, s, specMem("g", 20, "12Gi"), now)
-	if _, held := s.core.Replica(warmID); held {
-		t.Fatal("the warm replica was not evicted")
+	if v, held := s.core.Replica(warmID); !held || v.Phase != lifecycle.Draining {
+		t.Fatalf("the evicted warm replica: %+v (held %v); want it draining, its memory booked", v, held)
 	}
 	if gs := s.groupSpecs("ns/f"); len(gs) != 1 || gs[0].Replicas != 1 {
 		t.Fatalf("f's groups %+v; want one pod left", gs)
 	}
-	gReplicas := func() int {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.holdForEvictions(s, s.groupSpecs("ns/g"))[0].Replicas
-	}
-	if n := gReplicas(); n != 0 {
-		t.Fatalf("g's group written with %d replicas while the evicted pod runs on its GPU", n)
+	if gs := s.groupSpecs("ns/g"); len(gs) != 0 {
+		t.Fatalf("g placed while the evicted pod runs on its GPU: %+v", gs)
 	}
 	write()
 	if pod("f-newer") != nil {
@@ -215,7 +211,8 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 	if pod("f-older") == nil {
 		t.Fatal("the pod in service was deleted")
 	}
-	// Once the informer has seen it go, the eviction ends and g may start.
+	// Once the informer has seen it go, the eviction ends, the drain with
+	// it, and g is placed in the memory it held.
 	deadline := time.Now().Add(10 * time.Second)
 	for len(s.evictions) != 0 {
 		if time.Now().After(deadline) {
@@ -224,8 +221,12 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		write()
 	}
-	if n := gReplicas(); n != 1 {
-		t.Fatalf("g's group held at %d after the evicted pod went", n)
+	s.checkDrains(func(string, string, int) bool { return true }, now)
+	if _, held := s.core.Replica(warmID); held {
+		t.Fatal("the evicted warm replica is still booked after its pod went")
+	}
+	if gs := s.groupSpecs("ns/g"); len(gs) != 1 || gs[0].Replicas != 1 {
+		t.Fatalf("g's groups %+v after the evicted pod went; want its replica", gs)
 	}
 }
 
