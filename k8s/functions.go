@@ -186,6 +186,8 @@ func (b *Backend) read(f func(st *state)) {
 func (b *Backend) coreOptions() lifecycle.Options {
 	o := coreOptions(b.cfg.Profiles, b.cfg.Autoscale)
 	o.WarmTTL = b.cfg.WarmTTL
+	// Without warm pods a replica taken out of service stops, as before.
+	o.NoWarm = !b.cfg.WarmReplicas
 	return o
 }
 
