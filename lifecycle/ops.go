@@ -330,13 +330,7 @@ func (c *Core) evicted(id string, now time.Time, res *Result) {
 		c.replicas[r.id] = r
 	})
 	delete(c.replicas, id)
-	if fn != nil {
-		c.touch(fn)
-		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
-		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
-	}
-	r.phase = Draining
-	res.add(Effect{Kind: Stop, Function: r.fn, Replica: r.view(), Why: "warm replica evicted: its GPU memory was needed"})
+	c.stopEvicted(fn, r, res)
 	r.placement = nil // already released by the allocator
 }
 
@@ -358,6 +352,11 @@ func (c *Core) evictDraining(id string, now time.Time, res *Result) {
 		id := r.id
 		c.onUndo(func() { _ = c.alloc.Release(id, now) })
 	}
+	c.stopEvicted(fn, r, res)
+}
+
+// stopEvicted takes evicted warm replica r out of fn and stops it.
+func (c *Core) stopEvicted(fn *function, r *replica, res *Result) {
 	if fn != nil {
 		c.touch(fn)
 		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
