@@ -70,6 +70,10 @@ type modelAsker struct {
 	// last is when each replica was last asked (unix nanoseconds), by
 	// replica ID: *atomic.Int64.
 	last sync.Map
+	// told is when each replica last told its models in a response's
+	// header (unix nanoseconds), by replica ID: *atomic.Int64. An ask's
+	// answer older than that is dropped, so it cannot undo a fresher word.
+	told sync.Map
 	// asking counts asks in flight, for tests that wait for them.
 	asking sync.WaitGroup
 	// seen counts replicas in last, to forget those gone once it grows.
@@ -122,6 +126,7 @@ func (a *modelAsker) forget() {
 	a.last.Range(func(k, v any) bool {
 		if v.(*atomic.Int64).Load() < cutoff {
 			a.last.Delete(k)
+			a.told.Delete(k)
 			a.seen.Add(-1)
 		}
 		return true
@@ -132,15 +137,25 @@ func (a *modelAsker) ask(ep scheduler.Endpoint) {
 	a.asking.Add(1)
 	go func() {
 		defer a.asking.Done()
+		began := a.now().UnixNano()
 		models, err := a.fetch(ep.URL)
 		if err != nil {
 			a.log.Debug("replica did not list its models", zap.String("replica", ep.ID), zap.Error(err))
 			return
 		}
+		if v, ok := a.told.Load(ep.ID); ok && v.(*atomic.Int64).Load() >= began {
+			return // a response told newer news while the ask was out
+		}
 		if models != nil {
 			a.reporter.ReplicaModels(ep.ID, models)
 		}
 	}()
+}
+
+// toldNow records that replica id told its models in a response just now.
+func (a *modelAsker) toldNow(id string) {
+	v, _ := a.told.LoadOrStore(id, new(atomic.Int64))
+	v.(*atomic.Int64).Store(a.now().UnixNano())
 }
 
 // fetch asks the replica at base; nil models (and no error) when it does

@@ -141,6 +141,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			if told, ok := resp.Header[HeaderModels]; ok {
 				resp.Header.Del(HeaderModels)
 				if asker != nil {
+					asker.toldNow(t.endpoint.ID)
 					opts.Models.ReplicaModels(t.endpoint.ID, ParseModelsHeader(strings.Join(told, ",")))
 				}
 			} else if asker != nil && t.model != "" {
