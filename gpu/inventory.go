@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
@@ -140,4 +141,10 @@ func BuiltinInventory(node string) Inventory {
 		})
 	}
 	return Inventory{Nodes: []Node{n}, Source: "built-in", Emulated: true}
+}
+
+// SameGPUs reports whether inv and o hold the same GPUs, device by device:
+// what a change of the cluster's inventory is judged by.
+func (inv Inventory) SameGPUs(o Inventory) bool {
+	return slices.Equal(inv.Devices(), o.Devices())
 }

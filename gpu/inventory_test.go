@@ -151,3 +151,20 @@ func TestMainProduct(t *testing.T) {
 		}
 	}
 }
+
+func TestSameGPUs(t *testing.T) {
+	a := BuiltinInventory("n")
+	b := BuiltinInventory("n")
+	if !a.SameGPUs(b) {
+		t.Fatal("two built-in inventories of one node differ")
+	}
+	b.Nodes[0].GPUs[0].MemoryBytes /= 2
+	if a.SameGPUs(b) {
+		t.Fatal("a GPU whose memory changed is the same")
+	}
+	c := a
+	c.Nodes = nil
+	if a.SameGPUs(c) || !c.SameGPUs(Inventory{Source: "other"}) {
+		t.Fatal("an empty inventory compares wrong")
+	}
+}

@@ -99,21 +99,6 @@ func nodeLost(n *corev1.Node, now time.Time, lostAfter time.Duration) bool {
 	return false // no condition yet: a node still registering
 }
 
-// sameInventory reports whether two inventories hold the same GPUs on the
-// same nodes.
-func sameInventory(a, b gpu.Inventory) bool {
-	da, db := a.Devices(), b.Devices()
-	if len(da) != len(db) {
-		return false
-	}
-	for i := range da {
-		if da[i] != db[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // nodeFacts is what the agents report of their nodes beside the GPUs.
 type nodeFacts struct {
 	// stores: node -> the models its model store holds.

@@ -60,7 +60,7 @@ func (b *Backend) reconcile(all bool) {
 	}
 	inv := b.inventory(now)
 	var strays []strayPod
-	if !sameInventory(st.core.Inventory(), inv) {
+	if !st.core.Inventory().SameGPUs(inv) {
 		// Pods a lost node kept may still run there now it is back.
 		var pods []*corev1.Pod
 		b.pods.each(func(l corelisters.PodLister) {

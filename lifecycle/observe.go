@@ -76,7 +76,7 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 	c.begin()
 	defer c.begin()
 	var res Result
-	if sameInventory(c.inv, inv) {
+	if c.inv.SameGPUs(inv) {
 		return res, nil
 	}
 	var lost []string
@@ -92,7 +92,7 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 			rest.Nodes = append(rest.Nodes, n)
 		}
 	}
-	if !sameInventory(rest, inv) {
+	if !rest.SameGPUs(inv) {
 		lost = append(lost, c.rebook(inv, now)...)
 	}
 	c.inv, c.product = inv, inv.MainProduct()
@@ -195,11 +195,6 @@ func nodesOf(inv gpu.Inventory) map[string]bool {
 		out[n.Name] = true
 	}
 	return out
-}
-
-// sameInventory compares two inventories GPU by GPU.
-func sameInventory(a, b gpu.Inventory) bool {
-	return slices.Equal(a.Devices(), b.Devices())
 }
 
 // DefaultModelBytes sizes a model no profile describes, for the cache.
