@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +21,14 @@ import (
 // on the request path, so an implementation takes no backend lock.
 type ModelReporter interface {
 	ReplicaModels(replicaID string, models []string)
+}
+
+// ModelLoadReporter is told, where a ModelReporter also implements it, how
+// long a replica says each model it holds took to load (the protocol's
+// loadSeconds), so that /system/gpus can show a cold start's cost where it
+// is paid: in the replica, not in the provider's view of it.
+type ModelLoadReporter interface {
+	ReplicaModelLoads(replicaID string, seconds map[string]float64)
 }
 
 // HeaderModels is the replica protocol's response header: the models the
@@ -55,6 +64,9 @@ type modelsBody struct {
 	Models []struct {
 		Name  string `json:"name"`
 		Bytes int64  `json:"bytes"`
+		// LoadSeconds is how long the replica's last load of the model
+		// took; 0 or absent when it does not say.
+		LoadSeconds float64 `json:"loadSeconds"`
 	} `json:"models"`
 }
 
@@ -74,6 +86,11 @@ type modelAsker struct {
 	// header (unix nanoseconds), by replica ID: *atomic.Int64. An ask's
 	// answer older than that is dropped, so it cannot undo a fresher word.
 	told sync.Map
+	// listed is what each replica's last answer to an ask listed, by
+	// replica ID: string, the names joined by commas. A header that tells
+	// another list means a load or an eviction since, whose load time
+	// only an ask can learn (the header has names only).
+	listed sync.Map
 	// asking counts asks in flight, for tests that wait for them.
 	asking sync.WaitGroup
 	// seen counts replicas in last, to forget those gone once it grows.
@@ -127,6 +144,7 @@ func (a *modelAsker) forget() {
 		if v.(*atomic.Int64).Load() < cutoff {
 			a.last.Delete(k)
 			a.told.Delete(k)
+			a.listed.Delete(k)
 			a.seen.Add(-1)
 		}
 		return true
@@ -138,10 +156,17 @@ func (a *modelAsker) ask(ep scheduler.Endpoint) {
 	go func() {
 		defer a.asking.Done()
 		began := a.now().UnixNano()
-		models, err := a.fetch(ep.URL)
+		models, loads, err := a.fetch(ep.URL)
 		if err != nil {
 			a.log.Debug("replica did not list its models", zap.String("replica", ep.ID), zap.Error(err))
 			return
+		}
+		if models != nil {
+			a.listed.Store(ep.ID, strings.Join(models, ","))
+		}
+		// Load times are the ask's alone: no header overtakes them.
+		if lr, ok := a.reporter.(ModelLoadReporter); ok && len(loads) > 0 {
+			lr.ReplicaModelLoads(ep.ID, loads)
 		}
 		if v, ok := a.told.Load(ep.ID); ok && v.(*atomic.Int64).Load() >= began {
 			return // a response told newer news while the ask was out
@@ -152,20 +177,30 @@ func (a *modelAsker) ask(ep scheduler.Endpoint) {
 	}()
 }
 
-// toldNow records that replica id told its models in a response just now.
-func (a *modelAsker) toldNow(id string) {
-	v, _ := a.told.LoadOrStore(id, new(atomic.Int64))
+// toldNow records that replica ep told models in a response just now. A
+// list other than its last answer's, to a reporter that keeps load times,
+// is asked about (at most once a second), for the load time of what it
+// loaded since.
+func (a *modelAsker) toldNow(ep scheduler.Endpoint, models []string) {
+	v, _ := a.told.LoadOrStore(ep.ID, new(atomic.Int64))
 	v.(*atomic.Int64).Store(a.now().UnixNano())
+	if _, ok := a.reporter.(ModelLoadReporter); !ok {
+		return
+	}
+	if prev, ok := a.listed.Load(ep.ID); ok && prev.(string) == strings.Join(models, ",") {
+		return
+	}
+	a.untold(ep)
 }
 
-// fetch asks the replica at base; nil models (and no error) when it does
-// not speak the protocol.
-func (a *modelAsker) fetch(base string) ([]string, error) {
+// fetch asks the replica at base for its models and the load times it
+// gives; nil models (and no error) when it does not speak the protocol.
+func (a *modelAsker) fetch(base string) ([]string, map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), modelsAskTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+ModelsPath, nil)
 	if err != nil {
-		return nil, fmt.Errorf("models request: %w", err)
+		return nil, nil, fmt.Errorf("models request: %w", err)
 	}
 	// An ask is rare and often runs beside the replica's first request: a
 	// connection kept for it would stay idle beside the proxy's, about
@@ -173,22 +208,31 @@ func (a *modelAsker) fetch(base string) ([]string, error) {
 	req.Close = true
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", ModelsPath, err)
+		return nil, nil, fmt.Errorf("ask %s: %w", ModelsPath, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, nil
+		return nil, nil, nil
 	}
 	var body modelsBody
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", ModelsPath, err)
+		return nil, nil, fmt.Errorf("decode %s: %w", ModelsPath, err)
 	}
 	out := make([]string, 0, len(body.Models))
+	var loads map[string]float64
 	for _, m := range body.Models {
-		if m.Name != "" {
-			out = append(out, m.Name)
+		if m.Name == "" {
+			continue
+		}
+		out = append(out, m.Name)
+		// A negative or non-finite time is a replica's bug, not a load.
+		if m.LoadSeconds > 0 && !math.IsInf(m.LoadSeconds, 0) {
+			if loads == nil {
+				loads = map[string]float64{}
+			}
+			loads[m.Name] = m.LoadSeconds
 		}
 	}
-	return out, nil
+	return out, loads, nil
 }

@@ -208,3 +208,66 @@ func TestModelAskerPacesAsks(t *testing.T) {
 		t.Fatalf("%d reports, want 3", got)
 	}
 }
+
+// loadsReporter keeps load times as well as models (ModelLoadReporter).
+type loadsReporter struct {
+	countingReporter
+	mu    sync.Mutex
+	loads map[string]map[string]float64
+}
+
+func (l *loadsReporter) ReplicaModelLoads(id string, s map[string]float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loads[id] = s
+}
+
+// A replica's load times reach a reporter that keeps them; a header that
+// lists other models than the last answer draws an ask (at most once a
+// second), the same list does not, and a time that cannot be a load is
+// dropped.
+func TestModelAskerLearnsLoadTimes(t *testing.T) {
+	var asked atomic.Int64
+	var answer atomic.Value
+	answer.Store(`{"models":[{"name":"a","loadSeconds":1.5}]}`)
+	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = w.Write([]byte(answer.Load().(string)))
+	}))
+	defer replica.Close()
+	rep := &loadsReporter{loads: map[string]map[string]float64{}}
+	a := newModelAsker(rep, http.DefaultTransport, zap.NewNop())
+	now := time.Unix(1000, 0)
+	a.now = func() time.Time { return now }
+	ep := scheduler.Endpoint{ID: "r", URL: replica.URL}
+	steps := []struct {
+		name      string
+		advance   time.Duration
+		do        func()
+		wantAsks  int64
+		wantLoads map[string]float64
+	}{
+		{"first seen", 0, func() { a.ready([]scheduler.Endpoint{ep}) }, 1, map[string]float64{"a": 1.5}},
+		{"header, same list", 2 * time.Second, func() { a.toldNow(ep, []string{"a"}) }, 1, map[string]float64{"a": 1.5}},
+		{"header, a new model", 2 * time.Second, func() {
+			answer.Store(`{"models":[{"name":"b","loadSeconds":0.25},{"name":"a","loadSeconds":-3}]}`)
+			a.toldNow(ep, []string{"b", "a"})
+		}, 2, map[string]float64{"b": 0.25}},
+		{"header, another list within the second", 500 * time.Millisecond, func() { a.toldNow(ep, []string{"c"}) }, 2, map[string]float64{"b": 0.25}},
+		{"header, the list the last answer gave", 2 * time.Second, func() { a.toldNow(ep, []string{"b", "a"}) }, 2, map[string]float64{"b": 0.25}},
+	}
+	for _, s := range steps {
+		now = now.Add(s.advance)
+		s.do()
+		a.asking.Wait()
+		if got := asked.Load(); got != s.wantAsks {
+			t.Fatalf("%s: %d asks, want %d", s.name, got, s.wantAsks)
+		}
+		rep.mu.Lock()
+		got := rep.loads["r"]
+		rep.mu.Unlock()
+		if !reflect.DeepEqual(got, s.wantLoads) {
+			t.Fatalf("%s: loads %v, want %v", s.name, got, s.wantLoads)
+		}
+	}
+}

@@ -141,8 +141,9 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			if told, ok := resp.Header[HeaderModels]; ok {
 				resp.Header.Del(HeaderModels)
 				if asker != nil {
-					asker.toldNow(t.endpoint.ID)
-					opts.Models.ReplicaModels(t.endpoint.ID, ParseModelsHeader(strings.Join(told, ",")))
+					models := ParseModelsHeader(strings.Join(told, ","))
+					asker.toldNow(t.endpoint, models)
+					opts.Models.ReplicaModels(t.endpoint.ID, models)
 				}
 			} else if asker != nil && t.model != "" {
 				asker.untold(t.endpoint)

@@ -126,6 +126,7 @@ type Backend struct {
 	// (routeinfo.go), function key -> gpu.Request.
 	requests sync.Map
 	podModel sync.Map // pod name -> *podModels (resolver.go)
+	podLoads sync.Map // pod name -> map[string]float64, its model loads in seconds (modelload.go)
 	// cacheHits and cacheMisses are the model-cache outcomes this instance
 	// saw: requests it proxied to a pod holding their model or not, and
 	// pods it saw load their model at start (a miss, as local mode counts

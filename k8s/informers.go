@@ -220,6 +220,7 @@ func (b *Backend) podDeleted(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		b.inflight.Delete(p.UID)
 		b.podModel.Delete(p.Name)
+		b.podLoads.Delete(p.Name)
 		b.mu.Lock()
 		if b.st != nil {
 			delete(b.st.started, p.UID)

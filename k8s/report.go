@@ -130,6 +130,7 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 	rep.Nodes = scheduler.NodeReports(st.core.Usage(), st.core.Cache(), func(id string, rr *scheduler.ReplicaReport) {
 		if o, ok := owners[id]; ok {
 			rr.ID, rr.Function, rr.Namespace, rr.Ready, rr.ReadyAfterSeconds = o.id, o.fn, o.ns, o.ready, o.readyAfter
+			rr.ModelLoadSeconds = b.modelLoadsOf(o.id)
 		}
 	})
 	for _, n := range rep.Nodes {

@@ -125,6 +125,9 @@ type replica struct {
 	// readyAfter is how long the replica took from placement to ready, in
 	// nanoseconds; 0 until it is ready. Set once, by the start-up watch.
 	readyAfter atomic.Int64
+	// modelLoads is how long the replica says each of its models took to
+	// load (docs/replica-protocol.md, loadSeconds); nil until it says.
+	modelLoads atomic.Pointer[map[string]float64]
 	// quiet is set once the replica is stopped: output that comes later
 	// (a grandchild's, say) is dropped, so a deleted function's log ring
 	// does not come back.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
@@ -149,5 +150,59 @@ func TestProcessReplicaModelsReachTheCache(t *testing.T) {
 				t.Fatalf("%s is on GPUs %v, want the replica's one", tt.holds[0], loc.GPUs)
 			}
 		})
+	}
+}
+
+// What a replica says its model load took shows in /system/gpus, so the
+// cost of a cold start is visible where it is paid: an emulated worker
+// says the load it emulates.
+func TestReplicaModelLoadTimeShowsInTheReport(t *testing.T) {
+	const load = 150 * time.Millisecond
+	b, err := New(Config{StateDir: t.TempDir(), Inventory: gpu.BuiltinInventory("node-a"), Emulation: Emulation{Latency: time.Millisecond, LoadTime: load},
+		Load: handlers.NewLoadBook(), Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	if err := b.Deploy(context.Background(), fnSpec("loader", 30, 2<<30)); err != nil {
+		t.Fatal(err)
+	}
+	r := mux.NewRouter()
+	r.HandleFunc("/function/{name}", handlers.MakeProxyHandler(b, &handlers.Invocations{}, handlers.ProxyOptions{Timeout: 10 * time.Second}, zap.NewNop()))
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	eventually(t, 10*time.Second, "loader answers through the proxy", func() bool {
+		resp, err := http.Post(srv.URL+"/function/loader", "text/plain", nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	var got map[string]float64
+	eventually(t, 10*time.Second, "the report has the replica's load time", func() bool {
+		// The load happened at the first request, after the ask at ready:
+		// the header's new list draws another ask within a second.
+		if resp, err := http.Post(srv.URL+"/function/loader", "text/plain", nil); err == nil {
+			resp.Body.Close()
+		}
+		rep, err := b.GPUReport(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range rep.Nodes {
+			for _, g := range n.GPUs {
+				for _, rr := range g.Replicas {
+					if rr.Function == "loader" && rr.ModelLoadSeconds != nil {
+						got = rr.ModelLoadSeconds
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if want := map[string]float64{"loader": load.Seconds()}; !reflect.DeepEqual(got, want) {
+		t.Errorf("modelLoadSeconds = %v, want %v", got, want)
 	}
 }

@@ -90,3 +90,15 @@ func (b *Backend) Holds(replicaID, model string) bool { return b.cache.Holds(rep
 func (b *Backend) ReplicaModels(replicaID string, models []string) {
 	b.cache.Report(replicaID, models, time.Now())
 }
+
+// ReplicaModelLoads keeps what a replica says its model loads took
+// (handlers.ModelLoadReporter), for /system/gpus. Only the proxy's asks
+// call it, beside the requests, so the backend's lock is fine here.
+func (b *Backend) ReplicaModelLoads(replicaID string, seconds map[string]float64) {
+	b.mu.Lock()
+	r := b.running[replicaID]
+	b.mu.Unlock()
+	if r != nil {
+		r.modelLoads.Store(&seconds)
+	}
+}

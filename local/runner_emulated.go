@@ -59,6 +59,9 @@ type emulatedRunner struct {
 	// resident are the models the emulated GPU memory holds, most recent
 	// first, as the last request's Service said (nil: none yet).
 	resident atomic.Pointer[[]string]
+	// loads is how long the last load of each model took (nil: none yet),
+	// for the protocol's loadSeconds.
+	loads atomic.Pointer[map[string]time.Duration]
 }
 
 func newEmulatedRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
@@ -186,6 +189,9 @@ func (r *emulatedRunner) serveModel(ctx context.Context, model string, h http.He
 		r.resident.Store(&svc.Resident)
 	}
 	err = sleepCtx(ctx, svc.Load)
+	if err == nil && svc.Load > 0 {
+		r.noteLoad(model, svc.Load)
+	}
 	r.loading.Unlock()
 	if err != nil {
 		return false, err
@@ -212,20 +218,46 @@ func (r *emulatedRunner) models() []string {
 	}
 }
 
+// noteLoad records how long the last load of model took, under r.loading
+// (the one writer); readers take the map whole.
+func (r *emulatedRunner) noteLoad(model string, d time.Duration) {
+	next := map[string]time.Duration{model: d}
+	for m, v := range r.loadTimes() {
+		if m != model {
+			next[m] = v
+		}
+	}
+	r.loads.Store(&next)
+}
+
+func (r *emulatedRunner) loadTimes() map[string]time.Duration {
+	if p := r.loads.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // modelsReply is the replica protocol's answer to GET /_/models.
 type modelsReply struct {
 	Models []modelEntry `json:"models"`
 }
 
 type modelEntry struct {
-	Name  string `json:"name"`
-	Bytes int64  `json:"bytes,omitempty"`
+	Name        string  `json:"name"`
+	Bytes       int64   `json:"bytes,omitempty"`
+	LoadSeconds float64 `json:"loadSeconds,omitempty"`
 }
 
 func (r *emulatedRunner) serveModels(w http.ResponseWriter) {
 	reply := modelsReply{Models: []modelEntry{}}
 	for _, m := range r.models() {
-		reply.Models = append(reply.Models, modelEntry{Name: m})
+		e := modelEntry{Name: m}
+		if d, ok := r.loadTimes()[m]; ok {
+			e.LoadSeconds = d.Seconds()
+		} else if m == r.spec.Emulation.Model && r.spec.Emulation.Serve == nil {
+			e.LoadSeconds = r.spec.Emulation.LoadTime.Seconds()
+		}
+		reply.Models = append(reply.Models, e)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(reply)

@@ -167,6 +167,9 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 				sec := time.Duration(d).Seconds()
 				rr.ReadyAfterSeconds = &sec
 			}
+			if l := r.modelLoads.Load(); l != nil {
+				rr.ModelLoadSeconds = *l
+			}
 		}
 	})
 	return rep, nil

@@ -125,6 +125,10 @@ type ReplicaReport struct {
 	// (Kubernetes: its pod's creation) to ready: for a GPU function mostly
 	// its model load. Absent until it is ready.
 	ReadyAfterSeconds *float64 `json:"readyAfterSeconds,omitempty"`
+	// ModelLoadSeconds is how long each model the replica holds took to
+	// load, as the replica says (docs/replica-protocol.md); absent when
+	// it does not say.
+	ModelLoadSeconds map[string]float64 `json:"modelLoadSeconds,omitempty"`
 }
 
 // PendingEntry is a replica that fits on no GPU yet.

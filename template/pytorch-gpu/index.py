@@ -470,7 +470,9 @@ def make_handler(cfg, metrics, cache, batcher, state):
                     ok, err = state.ready, state.error
                 return self._send(200, "ok\n", count=False) if ok else self._send(503, err + "\n", count=False)
             if path == "/_/models":
-                body = json.dumps({"models": [{"name": n, "bytes": b} for n, b in cache.resident()]})
+                loads = dict(metrics.load_seconds)  # a copy: the batch worker writes it
+                body = json.dumps({"models": [{"name": n, "bytes": b, "loadSeconds": round(loads.get(n, 0.0), 6)}
+                                              for n, b in cache.resident()]})
                 return self._send(200, body, {"Content-Type": "application/json"}, models=True, count=False)
             if path == "/_/metrics":
                 return self._send(200, metrics.text(cache), {"Content-Type": "text/plain; version=0.0.4"}, count=False)

@@ -10,6 +10,7 @@ import (
 	"image/color"
 	"image/png"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -226,7 +227,10 @@ functions:
 	shrinkwrap(t, dir, services)
 
 	c := newCreds(t)
-	p := startProviderWith(t, c, t.TempDir(), 0, providerOpts{Dir: dir, Env: []string{"PATH=" + pyDir + string(os.PathListSeparator) + os.Getenv("PATH")}})
+	// A short warm lifetime, so that scale to zero and back pays a real
+	// cold start (the last subtest) instead of reusing the warm replica.
+	p := startProviderWith(t, c, t.TempDir(), 0, providerOpts{Dir: dir, Env: []string{"PATH=" + pyDir + string(os.PathListSeparator) + os.Getenv("PATH")},
+		Args: []string{"-warm-ttl", "2s"}})
 	startGateway(t, p)
 	gw, _ := newSDKClient(t, gatewayURL, c)
 	hc := newHTTPClient(70 * time.Second)
@@ -517,43 +521,77 @@ functions:
 			code, st := p.status(t, defaultNS, "classifier")
 			return code == http.StatusOK && st.Replicas == 0 && st.AvailableReplicas == 0, fmt.Sprintf("%d %+v", code, st)
 		})
+		type replicaView struct {
+			ID                string             `json:"id"`
+			Function          string             `json:"function"`
+			Ready             bool               `json:"ready"`
+			ReadyAfterSeconds *float64           `json:"readyAfterSeconds"`
+			ModelLoadSeconds  map[string]float64 `json:"modelLoadSeconds"`
+		}
+		classifiers := func(t *testing.T) []replicaView {
+			t.Helper()
+			r := mustDo(t, hc, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
+			var rep struct {
+				Nodes []struct {
+					GPUs []struct {
+						Replicas []replicaView `json:"replicas"`
+					} `json:"gpus"`
+				} `json:"nodes"`
+			}
+			if r.Code != http.StatusOK || json.Unmarshal(r.Body, &rep) != nil {
+				t.Fatalf("GET /system/gpus: %s", r)
+			}
+			var out []replicaView
+			for _, n := range rep.Nodes {
+				for _, g := range n.GPUs {
+					for _, rr := range g.Replicas {
+						if rr.Function == "classifier" {
+							out = append(out, rr)
+						}
+					}
+				}
+			}
+			return out
+		}
+		// The warm replica keeps the model for the provider's -warm-ttl
+		// (2 s here), then goes with it: the wake-up is a cold start.
+		eventually(t, 30*time.Second, "the warm classifier replica expired", func() (bool, string) {
+			left := classifiers(t)
+			return len(left) == 0, fmt.Sprintf("%+v", left)
+		})
 		// The gateway wakes it on this call (scale_from_zero) and holds
 		// the call until the replica has loaded its model.
 		starts := len(p.processReplicas("classifier"))
 		classify(t, "")
-		// The lifecycle keeps a scaled-down replica warm while memory
-		// allows, so the wake-up may reuse it: then its load is the one it
-		// paid when it started, and readyAfterSeconds still shows it.
-		t.Logf("woken: %d new process(es) (0: the warm replica came back)", len(p.processReplicas("classifier"))-starts)
+		if n := len(p.processReplicas("classifier")) - starts; n != 1 {
+			t.Fatalf("woken: %d new processes, want 1 (a cold start)", n)
+		}
 		load := metrics(t)[`faas_gpu_template_model_load_seconds{model="mobilenet_v3_small"}`]
-		r := mustDo(t, hc, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
-		var rep struct {
-			Nodes []struct {
-				GPUs []struct {
-					Replicas []struct {
-						Function          string   `json:"function"`
-						Ready             bool     `json:"ready"`
-						ReadyAfterSeconds *float64 `json:"readyAfterSeconds"`
-					} `json:"replicas"`
-				} `json:"gpus"`
-			} `json:"nodes"`
-		}
-		if r.Code != http.StatusOK || json.Unmarshal(r.Body, &rep) != nil {
-			t.Fatalf("GET /system/gpus: %s", r)
-		}
-		var after []float64
-		for _, n := range rep.Nodes {
-			for _, g := range n.GPUs {
-				for _, rr := range g.Replicas {
-					if rr.Function == "classifier" && rr.Ready && rr.ReadyAfterSeconds != nil {
-						after = append(after, *rr.ReadyAfterSeconds)
-					}
-				}
+		var woken replicaView
+		eventually(t, 30*time.Second, "the woken replica's model load in /system/gpus", func() (bool, string) {
+			reps := classifiers(t)
+			if len(reps) == 1 && reps[0].Ready && reps[0].ModelLoadSeconds["mobilenet_v3_small"] > 0 {
+				woken = reps[0]
+				return true, ""
 			}
+			return false, fmt.Sprintf("%+v", reps)
+		})
+		got := woken.ModelLoadSeconds["mobilenet_v3_small"]
+		t.Logf("cold start after scale to zero: model load %.3f s (its own metric), %.3f s in /system/gpus, ready after %s s", load, got, fmtSeconds(woken.ReadyAfterSeconds))
+		if load <= 0 || math.Abs(got-load) > 1e-3 {
+			t.Errorf("modelLoadSeconds in /system/gpus = %.6f, want the replica's own load metric %.6f", got, load)
 		}
-		t.Logf("woken replica: model load %.3f s (its own metric), ready after %v s (/system/gpus)", load, after)
-		if load <= 0 || len(after) != 1 || after[0] < load {
-			t.Errorf("want one ready classifier replica whose readyAfterSeconds (%v) includes its model load (%.3f s)", after, load)
+		if woken.ReadyAfterSeconds == nil || *woken.ReadyAfterSeconds < got {
+			t.Errorf("readyAfterSeconds %v should include the model load (%.3f s)", woken.ReadyAfterSeconds, got)
 		}
 	})
+
+}
+
+// fmtSeconds prints an optional duration in seconds.
+func fmtSeconds(s *float64) string {
+	if s == nil {
+		return "?"
+	}
+	return strconv.FormatFloat(*s, 'f', 3, 64)
 }

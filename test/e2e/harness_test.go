@@ -138,8 +138,9 @@ type provider struct {
 
 // providerOpts are what some tests change about the provider process.
 type providerOpts struct {
-	Dir string   // its working folder; "" the test's
-	Env []string // added to its environment
+	Dir  string   // its working folder; "" the test's
+	Env  []string // added to its environment
+	Args []string // added to its serve flags
 }
 
 // startProvider runs faas-gpu serve on stateDir and port (0: a free one)
@@ -160,6 +161,7 @@ func startProviderWith(t *testing.T, c creds, stateDir string, port int, opts pr
 		"-emulated-latency", "5ms",
 		"-emulated-load-time", "200ms",
 		"-log-format", "json")
+	cmd.Args = append(cmd.Args, opts.Args...)
 	cmd.Env = append(withoutEnv(os.Environ(), "port", "basic_auth", "secret_mount_path", "read_timeout", "write_timeout"),
 		"port="+strconv.Itoa(port),
 		"basic_auth=true",
