@@ -61,6 +61,9 @@ type state struct {
 	// memory, or expired): the writer deletes each as its Deployment
 	// shrinks by one. Key: namespace/pod.
 	evictions map[string]eviction
+	// fed are the models each booking's pod said it holds, as last put
+	// into the core's cache (Backend.feedModels).
+	fed map[string][]string
 }
 
 // eviction is the pod of a warm replica gone: of function fn, in group.
@@ -95,6 +98,7 @@ func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state
 		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		groupOf: map[string]string{}, drains: map[string]*drain{}, reasons: map[string]string{},
 		requests: map[string]gpu.Request{}, warmPod: map[string]string{}, evictions: map[string]eviction{},
+		fed: map[string][]string{},
 	}
 }
 
@@ -266,6 +270,11 @@ func (s *state) forgetGone() {
 	for id := range s.warmPod {
 		if v, ok := s.core.Replica(id); !ok || v.Phase != lifecycle.Warm {
 			delete(s.warmPod, id)
+		}
+	}
+	for id := range s.fed {
+		if _, ok := s.core.Replica(id); !ok {
+			delete(s.fed, id)
 		}
 	}
 	for id := range s.reasons {
