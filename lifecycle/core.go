@@ -67,8 +67,8 @@ type Options struct {
 	// released when the Demote is issued.
 	ConfirmDemotes bool
 	// NoWarm stops a replica taken out of service instead of keeping it
-	// warm, for a backend that cannot yet keep a replica running out of
-	// routing (Kubernetes, until its proxy can leave out single pods).
+	// warm (Kubernetes with -k8s-warm-replicas=false, scripted simulator
+	// runs).
 	NoWarm bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
