@@ -127,6 +127,9 @@ type Backend struct {
 	requests sync.Map
 	podModel sync.Map // pod name -> *podModels (resolver.go)
 	podLoads sync.Map // pod name -> map[string]float64, its model loads in seconds (modelload.go)
+	// modelsTold: a pod said something new about its models since the
+	// loop last fed them to the core's cache (feedModels).
+	modelsTold atomic.Bool
 	// cacheHits and cacheMisses are the model-cache outcomes this instance
 	// saw: requests it proxied to a pod holding their model or not, and
 	// pods it saw load their model at start (a miss, as local mode counts

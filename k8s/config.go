@@ -66,10 +66,8 @@ type Options struct {
 	// FunctionPort is the watchdog's port in function pods.
 	FunctionPort int
 	// WarmReplicas keeps a scaled-down replica's pod, out of routing, as
-	// a warm replica (lifecycle's Demote). Off by default: under heavy
-	// churn a demoted pod's SM share can be booked again before the pod is
-	// labelled out of routing, which test/k8s's concurrency check catches
-	// as a GPU over 100 % SM for a moment (docs/kubernetes.md).
+	// a warm replica (lifecycle's Demote); on by default. Off: a replica
+	// scaled down stops and its pod goes.
 	WarmReplicas bool
 	// ModelStore is the node model store's host folder, mounted read-only
 	// at the same path into function pods (FAAS_GPU_MODEL_DIR); empty: no
@@ -100,6 +98,7 @@ func DefaultOptions() Options {
 		FunctionPort:     8080,
 		NodeLostAfter:    time.Minute,
 		Resync:           time.Minute,
+		WarmReplicas:     true,
 	}
 }
 
@@ -121,7 +120,7 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	fs.StringVar(&o.ReservationImage, "k8s-reservation-image", o.ReservationImage, "kubernetes: image of the placeholder pods that hold GPUs (nvidia.com/gpu: 1) against the device plugin")
 	fs.DurationVar(&o.ReservationGrace, "k8s-reservation-grace", o.ReservationGrace, "kubernetes: how long a GPU's placeholder pod stays after its last replica left")
 	fs.StringVar(&o.RuntimeClass, "k8s-runtime-class", o.RuntimeClass, "kubernetes: RuntimeClass of function pods, e.g. nvidia (default: the node's default runtime)")
-	fs.BoolVar(&o.WarmReplicas, "k8s-warm-replicas", o.WarmReplicas, "kubernetes: keep a scaled-down replica's pod out of routing as a warm replica, its model loaded (experimental: see docs/kubernetes.md)")
+	fs.BoolVar(&o.WarmReplicas, "k8s-warm-replicas", o.WarmReplicas, "kubernetes: keep a scaled-down replica's pod out of routing as a warm replica, its model loaded (false: a scaled-down replica's pod goes)")
 	fs.StringVar(&o.ModelStore, "k8s-model-store", o.ModelStore, "kubernetes: host folder of the node model store, mounted read-only into function pods as FAAS_GPU_MODEL_DIR (default: no store)")
 	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
 	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")

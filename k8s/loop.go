@@ -77,6 +77,12 @@ func (b *Backend) reconcile(all bool) {
 	for k := range placed {
 		dirty[k] = true
 	}
+	for k := range st.confirmDemotes(now) {
+		dirty[k] = true
+	}
+	if b.modelsTold.Swap(false) || all {
+		b.feedModels(st, now)
+	}
 	for _, d := range ended {
 		// Its Deployment, scaled to zero, can go now.
 		if dep, err := b.deps.in(d.ns).Deployments(d.ns).Get(d.group); err == nil {

@@ -101,3 +101,60 @@ func TestPodReportedModelsConcurrent(t *testing.T) {
 		t.Fatal("the pod's last reports were lost")
 	}
 }
+
+// What a pod says it holds reaches the core's model cache under the
+// pod's booking, so placement's locality uses it as in local mode: a new
+// function serving the model a pod holds goes to that pod's GPU, where
+// best fit alone would put it beside the fuller GPU's replica.
+func TestPodReportedModelsSteerPlacement(t *testing.T) {
+	tests := []struct {
+		name string
+		told []string // what a's pod says; nil: nothing
+		near string   // the function c lands beside
+	}{
+		{"a's pod says nothing: best fit, beside b", nil, "b"},
+		{"a's pod holds vgg16: beside a", []string{"vgg16", "m-a"}, "a"},
+		{"a's pod holds other models: beside b", []string{"m-a"}, "b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Now()
+			st := testState(cluster2x2())
+			// a and b cannot share a GPU (10 GiB each of 16): b, with
+			// 60 % SM, leaves its GPU the fuller one.
+			mustDeploy(t, st, specMem("a", 20, "10Gi"), now)
+			mustDeploy(t, st, specMem("b", 60, "10Gi"), now)
+			gpuOf := func(fn string) string {
+				t.Helper()
+				g := st.groupSpecs("ns/" + fn)
+				if len(g) != 1 {
+					t.Fatalf("%s: groups %+v, want one", fn, g)
+				}
+				return g[0].Placement.GPUs[0]
+			}
+			if gpuOf("a") == gpuOf("b") {
+				t.Fatal("a and b share a GPU")
+			}
+			aGroup := st.groupSpecs("ns/a")[0]
+			pod := functionPod("a", aGroup.Name, "a-pod", now.Truncate(time.Second), time.Second)
+			pod.Annotations = map[string]string{AnnotationModel: "m-a"}
+			b := fakeBackend(t, pod)
+			b.st = st
+			if rt, err := b.Route("ns", "a", ""); err != nil || len(rt.Endpoints) != 1 {
+				t.Fatalf("route a: %+v, %v", rt.Endpoints, err)
+			}
+			if tt.told != nil {
+				b.ReplicaModels("a-pod", tt.told)
+			}
+			b.mu.Lock()
+			b.feedModels(st, now)
+			b.mu.Unlock()
+			c := specMem("c", 20, "1Gi")
+			c.GPU.Model = "vgg16"
+			mustDeploy(t, st, c, now)
+			if got, want := gpuOf("c"), gpuOf(tt.near); got != want {
+				t.Fatalf("c placed on %s, want %s (beside %s)", got, want, tt.near)
+			}
+		})
+	}
+}

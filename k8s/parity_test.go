@@ -15,7 +15,8 @@ import (
 // TestParityWithTheSimulator plays test/parity's scenario through the
 // Kubernetes backend's state — the lifecycle core with the backend's
 // groups and drains, as its control loop drives it, with every drain
-// ending as soon as it is asked about (the pods are gone) — and through
+// ending as soon as it is asked about (the pods are gone) and every demote
+// confirmed at once (the pods labelled) — and through
 // the simulator with the same core options, warm replicas included. They
 // decide the same, step by step. The API writes that carry the decisions out are
 // test/k8s's business.
@@ -46,6 +47,14 @@ func newStateRunner(store *profiles.Store) *stateRunner {
 }
 
 func (r *stateRunner) settle(now time.Time) {
+	// Each warm replica's pod is labelled at once, as the writer does,
+	// and the loop confirms the demote.
+	for id, pod := range r.st.warmPod {
+		if pod == "" {
+			r.st.warmPod[id] = "pod-" + id
+		}
+	}
+	r.st.confirmDemotes(now)
 	r.st.checkDrains(func(string, string, int) bool { return true }, now)
 }
 

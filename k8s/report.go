@@ -29,56 +29,22 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 		readyAfter *float64
 	}
 	owners := map[string]owner{}
-	// describe names the bookings of one group after its pods: a
-	// Deployment's pods are not tied to bookings, so bookings and pods are
-	// paired in order (live bookings first, ready pods first); a booking
-	// without a pod is <group>#<position>, which a rebuild from the same
-	// cluster gives again, whatever the core's IDs.
+	// describe names the bookings of one group after their pods
+	// (pairPods); a booking without a pod is <group>#<position>, which a
+	// rebuild from the same cluster gives again, whatever the core's IDs.
 	describe := func(ns, fnName, group string, live, warm, draining []string) {
-		all := b.groupPods(ns, group)
-		// A warm replica is its tied pod; the others pair with the rest.
-		kept := map[string]string{}
-		for _, id := range warm {
-			if pod := st.warmPod[id]; pod != "" {
-				kept[pod] = id
-			}
-		}
-		pods := make([]*corev1.Pod, 0, len(all))
-		for _, p := range all {
-			if id, ok := kept[p.Name]; ok {
-				owners[id] = owner{id: p.Name, fn: fnName, ns: ns}
-				continue
-			}
-			pods = append(pods, p)
-		}
-		var untied []string
-		for _, id := range warm {
-			if _, ok := owners[id]; !ok {
-				untied = append(untied, id)
-			}
-		}
-		i := 0
-		name := func(ids []string) {
-			sorted := append([]string(nil), ids...)
-			sort.Strings(sorted)
-			for _, id := range sorted {
-				o := owner{id: group + "#" + strconv.Itoa(i), fn: fnName, ns: ns}
-				if i < len(pods) {
-					p := pods[i]
-					o.id = p.Name
-					if podReady(p) {
-						d, _ := podStartup(p)
-						secs := d.Seconds()
-						o.ready, o.readyAfter = true, &secs
-					}
+		for _, pr := range b.pairPods(st, ns, group, live, warm, draining) {
+			o := owner{id: group + "#" + strconv.Itoa(pr.pos), fn: fnName, ns: ns}
+			if p := pr.pod; p != nil {
+				o.id = p.Name
+				if pr.pos >= 0 && podReady(p) {
+					d, _ := podStartup(p)
+					secs := d.Seconds()
+					o.ready, o.readyAfter = true, &secs
 				}
-				owners[id] = o
-				i++
 			}
+			owners[pr.id] = o
 		}
-		name(live)
-		name(untied)
-		name(draining)
 	}
 	drained := map[string]bool{}
 	for _, v := range st.core.Functions() {
@@ -142,6 +108,63 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 	// rebuild makes again; the counters this instance keeps do not.
 	rep.Cache.Hits, rep.Cache.NodeHits, rep.Cache.Misses = b.cacheHits.Load(), 0, b.cacheMisses.Load()
 	return rep
+}
+
+// paired is one booking of a group and the pod taken for it (nil: none
+// yet); pos is its place among the bookings paired in order, -1 for a
+// warm replica's tied pod.
+type paired struct {
+	id  string
+	pod *corev1.Pod
+	pos int
+}
+
+// pairPods pairs the bookings of one group with its pods. A Deployment's
+// pods are not tied to bookings, except a warm replica's pod (warmPod):
+// the others are paired in order, bookings in service first (by ID), then
+// warm ones not tied yet, then draining ones, with the group's pods ready
+// ones first (groupPods). The report names bookings after their pods, and
+// what a pod says it holds goes to its booking's cache (feedModels).
+// Called with b.mu held, or on a standby's rebuilt view.
+func (b *Backend) pairPods(st *state, ns, group string, live, warm, draining []string) []paired {
+	all := b.groupPods(ns, group)
+	var out []paired
+	kept := map[string]string{}
+	for _, id := range warm {
+		if pod := st.warmPod[id]; pod != "" {
+			kept[pod] = id
+		}
+	}
+	tied := map[string]bool{}
+	pods := make([]*corev1.Pod, 0, len(all))
+	for _, p := range all {
+		if id, ok := kept[p.Name]; ok {
+			out = append(out, paired{id: id, pod: p, pos: -1})
+			tied[id] = true
+			continue
+		}
+		pods = append(pods, p)
+	}
+	var untied []string
+	for _, id := range warm {
+		if !tied[id] {
+			untied = append(untied, id)
+		}
+	}
+	i := 0
+	for _, ids := range [][]string{live, untied, draining} {
+		sorted := append([]string(nil), ids...)
+		sort.Strings(sorted)
+		for _, id := range sorted {
+			pr := paired{id: id, pos: i}
+			if i < len(pods) {
+				pr.pod = pods[i]
+			}
+			out = append(out, pr)
+			i++
+		}
+	}
+	return out
 }
 
 // groupPods are the pods of one group that may still use its GPU, in the

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
@@ -104,7 +105,13 @@ func (b *Backend) ReplicaModels(replicaID string, models []string) {
 			return
 		}
 		old := v.(*podModels)
+		if old.told != nil && slices.Equal(old.told, models) {
+			return // said again: nothing for the loop
+		}
 		if b.podModel.CompareAndSwap(replicaID, old, &podModels{own: old.own, told: models}) {
+			// Placement learns it too, from the loop (feedModels).
+			b.modelsTold.Store(true)
+			b.kick()
 			return
 		}
 	}
@@ -168,4 +175,40 @@ func podPort(p *corev1.Pod, def int) int {
 func (b *Backend) functionModel(ns, name string) (string, error) {
 	req, err := b.functionRequest(ns, name)
 	return req.Model, err
+}
+
+// feedModels puts what pods said they hold (ReplicaModels,
+// docs/replica-protocol.md) into the core's model cache, under the booking
+// each pod is paired with (pairPods), so that placement's locality sees it
+// as in local mode: the next replica of a function serving a model a pod
+// holds goes to that pod's GPU where it fits. A pod that said nothing
+// leaves its booking as the core has it; a list already fed to the same
+// booking is not fed again. Called by the loop with b.mu held.
+func (b *Backend) feedModels(st *state, now time.Time) {
+	c := st.core.Cache()
+	for _, v := range st.core.Functions() {
+		ns := v.Spec.Namespace()
+		for _, g := range st.groups(v) {
+			var draining []string
+			if d, ok := st.drains[fnKey(ns, g.name)]; ok {
+				draining = d.ids
+			}
+			for _, pr := range b.pairPods(st, ns, g.name, g.ids, g.warm, draining) {
+				if pr.pod == nil {
+					continue
+				}
+				m, ok := b.podModel.Load(pr.pod.Name)
+				if !ok {
+					continue
+				}
+				told := m.(*podModels).told
+				if prev, done := st.fed[pr.id]; told == nil || done && slices.Equal(prev, told) {
+					continue
+				}
+				if c.Report(pr.id, told, now) {
+					st.fed[pr.id] = told
+				}
+			}
+		}
+	}
 }

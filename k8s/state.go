@@ -53,12 +53,17 @@ type state struct {
 	// warmPod ties each warm replica to the pod kept for it (its name; ""
 	// until the writer has chosen and labelled one): a Deployment's pods
 	// are interchangeable, so the tie is what keeps that one pod out of
-	// routing, and what is removed when the replica goes.
+	// routing, and what is removed when the replica goes. A tie is the
+	// confirmation the core waits for to release the replica's SM share
+	// (confirmDemotes).
 	warmPod map[string]string
 	// evictions are pods of warm replicas that went (evicted for their
 	// memory, or expired): the writer deletes each as its Deployment
 	// shrinks by one. Key: namespace/pod.
 	evictions map[string]eviction
+	// fed are the models each booking's pod said it holds, as last put
+	// into the core's cache (Backend.feedModels).
+	fed map[string][]string
 }
 
 // eviction is the pod of a warm replica gone: of function fn, in group.
@@ -78,9 +83,10 @@ type drain struct {
 // coreOptions are the lifecycle settings of the Kubernetes backend: a
 // stopped replica's booking is held until its pods are gone. A replica
 // taken out of service is kept warm: its pod stays, labelled out of
-// routing (LabelWarm), its model in memory.
+// routing (LabelWarm), its model in memory; its SM share is held until
+// that label is written (confirmDemotes).
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {
@@ -92,6 +98,7 @@ func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state
 		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		groupOf: map[string]string{}, drains: map[string]*drain{}, reasons: map[string]string{},
 		requests: map[string]gpu.Request{}, warmPod: map[string]string{}, evictions: map[string]eviction{},
+		fed: map[string][]string{},
 	}
 }
 
@@ -265,6 +272,11 @@ func (s *state) forgetGone() {
 			delete(s.warmPod, id)
 		}
 	}
+	for id := range s.fed {
+		if _, ok := s.core.Replica(id); !ok {
+			delete(s.fed, id)
+		}
+	}
 	for id := range s.reasons {
 		if v, ok := s.core.Replica(id); !ok || v.Placement != nil {
 			delete(s.reasons, id)
@@ -369,13 +381,35 @@ func (s *state) checkDrains(settled func(ns, group string, size int) bool, now t
 	return ended, dirty
 }
 
+// confirmDemotes tells the core which warm replicas are out of routing:
+// those tied to a pod the writer has labelled (syncWarm). The core then
+// releases their SM shares and places what waited for them; it returns
+// the functions to write. Run by the loop, which holds Backend.txMu, so
+// no open change's undo is cut short.
+func (s *state) confirmDemotes(now time.Time) map[string]bool {
+	dirty := map[string]bool{}
+	for _, id := range sortedKeys(s.warmPod) {
+		if s.warmPod[id] == "" {
+			continue
+		}
+		began := time.Now() // not now: a test may pass a made-up time
+		res := s.core.ReplicaDemoted(id, now)
+		if len(res.Effects) == 0 && len(res.Decisions) == 0 {
+			continue // confirmed already, or nothing waited for its share
+		}
+		for f := range s.apply(res, time.Since(began), now) {
+			dirty[f] = true
+		}
+	}
+	return dirty
+}
+
 // heldGPUs are the GPUs where nothing new may start yet: those of an
 // evicted warm pod that still exists (podExists; nil: any recorded), whose
-// memory the allocator gave away at once, and those of a warm replica
-// whose pod is not labelled out of routing yet, whose SM share it gave
-// away at once. Value: the groups (namespace/group) of those warm
-// replicas, which may still grow, for their pods are what gets labelled;
-// "" for an eviction, which holds every group.
+// memory the allocator gave away at once. Value: "" (an eviction holds
+// every group on the GPU). A warm replica whose pod is not labelled yet
+// needs no hold here: the core keeps its SM share booked until then
+// (lifecycle.Options.ConfirmDemotes).
 func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[string]bool {
 	held := map[string]map[string]bool{}
 	hold := func(u, by string) {
@@ -390,17 +424,6 @@ func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[str
 		}
 		for _, u := range e.gpus {
 			hold(u, "")
-		}
-	}
-	for id, pod := range s.warmPod {
-		if pod != "" {
-			continue
-		}
-		if v, ok := s.core.Replica(id); ok && v.Placement != nil {
-			ns, _ := splitKey(v.Function)
-			for _, u := range v.Placement.GPUs {
-				hold(u, fnKey(ns, s.groupOf[id]))
-			}
 		}
 	}
 	return held

@@ -68,7 +68,6 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 	written := sortedKeys(b.written[k])
 	warm := st.warmPlan(k)
-	warm.held = b.heldGPUsLocked(st)
 	groups = b.holdForEvictions(st, groups)
 	b.mu.Unlock()
 	if err != nil {
@@ -134,11 +133,10 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 }
 
 // holdForEvictions keeps each group on a GPU an evicted warm pod still
-// runs on, or a warm pod not labelled yet (heldGPUs), at the count its
-// Deployment has: the allocator gave that pod's memory or SM share away,
-// and the new replica must not start beside it. A warm replica's own group
-// is not held for it: its pod may not exist yet. Called under b.mu; the loop writes the group again until the
-// pod is gone (checkDrains).
+// runs on (heldGPUs) at the count its Deployment has: the allocator gave
+// that pod's memory away, and the new replica must not start beside it.
+// Called under b.mu; the loop writes the group again until the pod is
+// gone (checkDrains).
 func (b *Backend) holdForEvictions(st *state, groups []groupSpec) []groupSpec {
 	busy := b.heldGPUsLocked(st)
 	if len(busy) == 0 {
@@ -191,9 +189,6 @@ func heldFor(held map[string]map[string]bool, gpus []string, self string) bool {
 type warmPlan struct {
 	replicas map[string]warmTie    // by replica ID
 	evicted  map[string]evictedPod // by pod name
-	// held are the GPUs where no pod may go back in service yet
-	// (state.heldGPUs).
-	held map[string]map[string]bool
 }
 
 // evictedPod is a warm replica's pod to delete once its group, shrunk to
@@ -286,12 +281,14 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 			}
 			b.log.Info("replica kept warm: its pod is out of routing", zap.String("function", name), zap.String("namespace", ns), zap.String("pod", p.Name))
 		}
-		// Tied once the label is written: until then its GPU's SM share,
-		// which the core gave away, is held (heldGPUs).
+		// Tied once the label is written: the loop then confirms the
+		// demote to the core, which releases the SM share it held until
+		// now (state.confirmDemotes).
 		b.mu.Lock()
 		if b.st != nil {
-			if _, still := b.st.warmPod[id]; still {
+			if cur, still := b.st.warmPod[id]; still && cur != p.Name {
 				b.st.warmPod[id] = p.Name
+				b.kick()
 			}
 		}
 		b.mu.Unlock()
@@ -301,12 +298,6 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 			continue
 		}
 		if _, gone := plan.evicted[p.Name]; gone {
-			continue
-		}
-		// A promoted replica's SM share is booked again, but on a GPU
-		// held for another warm pod not yet out of routing, that pod
-		// still uses it: this one waits (the loop comes back).
-		if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil && heldFor(plan.held, rec.Placement.GPUs, fnKey(ns, p.Labels[LabelGroup])) {
 			continue
 		}
 		if _, err := api.Patch(ctx, p.Name, types.MergePatchType, warmPatch(false), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -60,6 +60,8 @@ func TestScaleDownKeepsAWarmPod(t *testing.T) {
 		t.Fatalf("groups %+v", g)
 	}
 	name, gpuID := g[0].Name, g[0].Placement.GPUs[0]
+	// sm is what the GPU books once the writer has labelled the warm pod
+	// and the loop has confirmed it; until then the demoted share is held.
 	steps := []struct {
 		to             int
 		warm, replicas int
@@ -87,6 +89,13 @@ func TestScaleDownKeepsAWarmPod(t *testing.T) {
 		if len(s.warmPod) != st.warm || len(s.drains) != 0 {
 			t.Fatalf("scale to %d: warm %v drains %v", st.to, s.warmPod, s.drains)
 		}
+		if sm, _ := usage(s, gpuID); sm != 50 {
+			t.Fatalf("scale to %d, before the writer: %s books %d%%; want the replica's 50%% held", st.to, gpuID, sm)
+		}
+		for id := range s.warmPod {
+			s.warmPod[id] = "f-pod" // the writer labelled it
+		}
+		s.confirmDemotes(now)
 		if sm, mem := usage(s, gpuID); sm != st.sm || mem != 4<<30 {
 			t.Fatalf("scale to %d: %s books %d%% and %d bytes; want %d%% and 4Gi", st.to, gpuID, sm, mem, st.sm)
 		}
@@ -138,6 +147,7 @@ func TestWarmPodsOutOfRoutingAndEvicted(t *testing.T) {
 		if err := b.syncWarm(ctx, "ns/f", plan); err != nil {
 			t.Fatal(err)
 		}
+		s.confirmDemotes(now) // the loop's next pass
 	}
 	// routed waits for the informer to see the patches (no speed assert:
 	// the deadline only ends a hung test).
@@ -241,6 +251,7 @@ func TestExpiredWarmReplicaDrainsItsOwnPod(t *testing.T) {
 	for id := range s.warmPod {
 		s.warmPod[id] = "f-pod-2"
 	}
+	s.confirmDemotes(now) // its idle time starts once it is out of routing
 	s.tick(now.Add(lifecycle.DefaultWarmTTL+time.Minute), func(string) lifecycle.Load { return lifecycle.Load{} })
 	if len(s.warmPod) != 0 {
 		t.Fatalf("warm %v after the TTL", s.warmPod)
@@ -328,88 +339,43 @@ func TestWarmPodIsNotAvailable(t *testing.T) {
 	}
 }
 
-// The core gives a demoted replica's SM share away at once, but its pod
-// serves until it is labelled: until then nothing new starts on its GPU.
-func TestUnlabelledWarmPodHoldsItsGPU(t *testing.T) {
-	now := time.Now()
-	s := testState(cluster2x2())
-	mustDeploy(t, s, spec("f", 50, nil), now)
-	u := s.groupSpecs("ns/f")[0].Placement.GPUs[0]
-	group := s.groupSpecs("ns/f")[0].Name
-	if held := s.heldGPUs(nil); held[u] != nil {
-		t.Fatalf("%s held with nothing warm", u)
-	}
-	scaleApply(t, s, "f", 0, now)
-	// Held for every group but the warm replica's own, which makes its pod.
-	if held := s.heldGPUs(nil); len(held[u]) != 1 || !held[u]["ns/"+group] {
-		t.Fatalf("%s held by %v while the warm replica's pod is unlabelled; want by its group %s", u, held[u], group)
-	}
-	for id := range s.warmPod {
-		s.warmPod[id] = "f-pod"
-	}
-	if held := s.heldGPUs(nil); held[u] != nil {
-		t.Fatalf("%s still held once the pod is labelled", u)
-	}
-}
-
-// A promoted replica's pod stays out of routing while its GPU is held for
-// another function's warm pod not labelled yet: that pod still uses the SM
-// share the promote booked again.
-func TestPromoteWaitsForAnotherWarmPodsLabel(t *testing.T) {
+// A demoted replica's SM share stays booked in the core while its pod
+// serves, until the writer has labelled the pod out of routing; the loop
+// then confirms the demote and what waited for the share is placed.
+func TestWarmPodHoldsItsSMShareUntilLabelled(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	s := newState(oneGPU(), coreOptions(nil, scheduler.AutoscaleOptions{}), nil)
-	mustDeploy(t, s, specMem("f", 40, "2Gi"), now)
-	scaleApply(t, s, "f", 2, now)
+	mustDeploy(t, s, specMem("f", 60, "2Gi"), now)
 	fg := s.groupSpecs("ns/f")[0]
-	made := now.Truncate(time.Second)
-	fPod := functionPod("f", fg.Name, "f-b", made, time.Second)
-	fPod.Annotations = placementAnnotations(fg.Placement, fg.Config)
-	b := fakeBackend(t, functionPod("f", fg.Name, "f-a", made.Add(-time.Minute), time.Second), fPod)
+	pod := functionPod("f", fg.Name, "f-a", now.Truncate(time.Second), time.Second)
+	pod.Annotations = placementAnnotations(fg.Placement, fg.Config)
+	b := fakeBackend(t, pod)
 	b.st = s
-	write := func(k string) {
-		t.Helper()
-		b.mu.Lock()
-		plan := s.warmPlan(k)
-		plan.held = b.heldGPUsLocked(s)
-		b.mu.Unlock()
-		if err := b.syncWarm(ctx, k, plan); err != nil {
-			t.Fatal(err)
-		}
+	sm := func() int { return s.core.Usage()[0].SMAllocated }
+	gPlaced := func() bool {
+		v, _ := s.core.Function("ns/g")
+		return len(v.Live) == 1 && v.Live[0].Placement != nil
 	}
-	labelled := func() bool {
-		t.Helper()
-		p, err := b.client.CoreV1().Pods("ns").Get(ctx, "f-b", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return podWarm(p)
+	scaleApply(t, s, "f", 0, now)
+	mustDeploy(t, s, specMem("g", 60, "2Gi"), now)
+	if sm() != 60 || gPlaced() {
+		t.Fatalf("%d %% SM booked, g placed %v, while f's pod is not labelled: want f's 60 %% held and g waiting", sm(), gPlaced())
 	}
-	scaleApply(t, s, "f", 1, now)
-	write("ns/f")
-	if !labelled() {
-		t.Fatal("f's warm pod not labelled")
+	if dirty := s.confirmDemotes(now); len(dirty) != 0 || sm() != 60 || gPlaced() {
+		t.Fatalf("confirmed with no pod labelled: dirty %v, %d %% SM, g placed %v", dirty, sm(), gPlaced())
 	}
-	// The informer must have the label before the next write reads it.
-	deadline := time.Now().Add(10 * time.Second)
-	for p, _ := b.pods.in("ns").Pods("ns").Get("f-b"); p == nil || !podWarm(p); p, _ = b.pods.in("ns").Pods("ns").Get("f-b") {
-		if time.Now().After(deadline) {
-			t.Fatal("the informer never saw the label")
-		}
-		time.Sleep(10 * time.Millisecond)
+	b.mu.Lock()
+	plan := s.warmPlan("ns/f")
+	b.mu.Unlock()
+	if err := b.syncWarm(ctx, "ns/f", plan); err != nil {
+		t.Fatal(err)
 	}
-	mustDeploy(t, s, specMem("g", 40, "2Gi"), now)
-	scaleApply(t, s, "g", 0, now) // g's warm replica: no pod labelled yet
-	scaleApply(t, s, "f", 2, now) // f's promoted back
-	write("ns/f")
-	if !labelled() {
-		t.Fatal("f's pod back in routing while g's warm pod still serves on its GPU")
+	if p, err := b.client.CoreV1().Pods("ns").Get(ctx, "f-a", metav1.GetOptions{}); err != nil || !podWarm(p) {
+		t.Fatalf("f's pod not labelled warm: %v", err)
 	}
-	for id := range s.warmPod {
-		s.warmPod[id] = "g-pod" // g's pod labelled
-	}
-	write("ns/f")
-	if labelled() {
-		t.Fatal("f's promoted pod still out of routing once the GPU is no longer held")
+	dirty := s.confirmDemotes(now)
+	if !dirty["ns/g"] || !gPlaced() || sm() != 60 {
+		t.Fatalf("once f's pod is labelled: dirty %v, g placed %v, %d %% SM; want g placed on f's share", dirty, gPlaced(), sm())
 	}
 }

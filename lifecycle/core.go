@@ -61,9 +61,14 @@ type Options struct {
 	// GPU for a while after its Deployment was scaled down. Without it a
 	// booking is released when the Stop is issued.
 	ConfirmStops bool
+	// ConfirmDemotes holds a demoted replica's SM share until the backend
+	// reports it out of routing (ReplicaDemoted): on Kubernetes its pod
+	// serves until the writer has labelled it. Without it the share is
+	// released when the Demote is issued.
+	ConfirmDemotes bool
 	// NoWarm stops a replica taken out of service instead of keeping it
-	// warm, for a backend that cannot yet keep a replica running out of
-	// routing (Kubernetes, until its proxy can leave out single pods).
+	// warm (Kubernetes with -k8s-warm-replicas=false, scripted simulator
+	// runs).
 	NoWarm bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
@@ -128,6 +133,9 @@ type replica struct {
 	pendingSince time.Time
 	reason       string
 	reasonCode   scheduler.NoFitCode
+	// demoting: warm, but its demote is not confirmed yet
+	// (Options.ConfirmDemotes), so its SM share is still booked.
+	demoting bool
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a

@@ -15,6 +15,24 @@ func (c *Core) ReplicaReady(id string) {
 	}
 }
 
+// ReplicaDemoted records that a demoted replica is out of routing (see
+// Options.ConfirmDemotes): its SM share is released, and what waited for
+// it is placed. A replica promoted, stopped or gone since, or confirmed
+// already, is left as it is.
+func (c *Core) ReplicaDemoted(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	var res Result
+	r := c.replicas[id]
+	if r == nil || r.phase != Warm || !r.demoting {
+		return res
+	}
+	r.demoting = false
+	_ = c.alloc.Demote(r.id, now)
+	c.placeAll(now, &res)
+	return res
+}
+
 // ReplicaGone records that a replica can no longer use its GPU: a drained
 // one's booking is released; one in service or warm that was lost (its
 // pod deleted, its process given up on) is released too, and a replica in
@@ -160,7 +178,7 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 			lost = append(lost, r.id)
 			continue
 		}
-		if r.phase == Warm {
+		if r.phase == Warm && !r.demoting {
 			_ = a.Demote(r.id, now)
 		}
 		var own gpu.Request

@@ -146,10 +146,16 @@ func (c *Core) promote(fn *function, cfg scheduler.SliceConfig, exact bool, now 
 		if exact && r.config.SMPercent != cfg.SMPercent {
 			continue
 		}
-		if err := c.alloc.Promote(r.id); err != nil {
-			continue // its SM share went to someone else meanwhile
+		if r.demoting {
+			// Its share was never released: nothing to book again.
+			r.demoting = false
+			c.onUndo(func() { r.demoting = true })
+		} else {
+			if err := c.alloc.Promote(r.id); err != nil {
+				continue // its SM share went to someone else meanwhile
+			}
+			c.onUndo(func() { _ = c.alloc.Demote(r.id, now) })
 		}
-		c.onUndo(func() { _ = c.alloc.Demote(r.id, now) })
 		fn.warm = slices.Delete(fn.warm, i, i+1)
 		fn.live = append(fn.live, r)
 		r.phase = Ready
@@ -172,7 +178,12 @@ func (c *Core) retire(fn *function, r *replica, now time.Time, why string, res *
 		c.stop(r, now, why, res)
 		return
 	}
-	if err := c.alloc.Demote(r.id, now); err == nil {
+	if c.opts.ConfirmDemotes {
+		// Out of service for the core, but its share stays booked until
+		// ReplicaDemoted: the backend may route to it until then.
+		r.demoting = true
+		c.onUndo(func() { r.demoting = false })
+	} else if err := c.alloc.Demote(r.id, now); err == nil {
 		c.onUndo(func() { _ = c.alloc.Promote(r.id) })
 	}
 	r.phase = Warm
@@ -198,7 +209,7 @@ func (c *Core) stop(r *replica, now time.Time, why string, res *Result) {
 		return
 	}
 	c.touchReplica(r)
-	r.phase = Draining
+	r.phase, r.demoting = Draining, false
 	res.add(Effect{Kind: Stop, Function: r.fn, Replica: r.view(), Why: why})
 	if !c.opts.ConfirmStops {
 		c.release(r, now)
@@ -208,7 +219,7 @@ func (c *Core) stop(r *replica, now time.Time, why string, res *Result) {
 // release frees r's booking and forgets it.
 func (c *Core) release(r *replica, now time.Time) {
 	if r.placement != nil {
-		p, warm := *r.placement, r.phase == Warm
+		p, warm := *r.placement, r.phase == Warm && !r.demoting
 		if err := c.alloc.Release(r.id, now); err == nil {
 			c.onUndo(func() {
 				if c.alloc.Restore(r.id, p) == nil && warm {

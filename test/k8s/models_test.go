@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -135,5 +136,76 @@ func TestPodsReportTheirModels(t *testing.T) {
 		if got := invoke(); got != holder {
 			t.Fatalf("request %d for vgg16 went to %s, want %s, which holds it", i, got, holder)
 		}
+	}
+}
+
+// What a pod says it holds steers placement as in local mode: a function
+// serving vgg16 is placed on the GPU of the pod that said it holds vgg16,
+// where best fit alone would put it beside the other function's fuller
+// GPU (k8s.TestPodReportedModelsSteerPlacement has the cases where no pod
+// says so).
+func TestReportedModelsSteerPlacement(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, "locality", "-k8s-function-port", strconv.Itoa(port))
+	p.leads(t, 10*time.Second)
+	defer cleanUp(t, p)
+
+	// holder and filler cannot share a GPU (10 GiB each of 16); filler's
+	// 60 % SM leaves its GPU the fuller one.
+	p.deploy(t, fn("holder", 20, "10Gi"))
+	p.deploy(t, fn("filler", 60, "10Gi"))
+	p.ready(t, "holder", 1, 30*time.Second)
+	p.ready(t, "filler", 1, 30*time.Second)
+	gpuOf := func(name string) (string, []string) {
+		t.Helper()
+		for _, n := range p.gpus(t).Nodes {
+			for _, g := range n.GPUs {
+				for _, r := range g.Replicas {
+					if r.Function == name {
+						return g.UUID, r.Models
+					}
+				}
+			}
+		}
+		return "", nil
+	}
+	holderGPU, _ := gpuOf("holder")
+	fillerGPU, _ := gpuOf("filler")
+	if holderGPU == "" || holderGPU == fillerGPU {
+		t.Fatalf("holder on %q, filler on %q: want two GPUs", holderGPU, fillerGPU)
+	}
+	protocolPods(t, "holder", port, func(pods []string) map[string][]string {
+		if len(pods) != 1 {
+			t.Fatalf("%d ready pods of holder with an IP, want 1", len(pods))
+		}
+		return map[string][]string{pods[0]: {"vgg16", "model-holder"}}
+	})
+	// The first request has the proxy ask the pod; the loop then feeds
+	// the answer to the core's cache, which /system/gpus shows.
+	err = poll(10*time.Second, func() bool {
+		req, _ := http.NewRequest(http.MethodPost, p.url+"/function/holder", nil)
+		req.Header.Set("X-Model", "vgg16")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		_, models := gpuOf("holder")
+		return slices.Contains(models, "vgg16")
+	})
+	if err != nil {
+		t.Fatal("holder's booking never showed the vgg16 its pod holds in /system/gpus")
+	}
+	near := fn("near", 20, "1Gi")
+	(*near.Annotations)["com.openfaas.gpu.model"] = "vgg16"
+	p.deploy(t, near)
+	var got string
+	if err := poll(10*time.Second, func() bool { got, _ = gpuOf("near"); return got != "" }); err != nil {
+		t.Fatal("near never placed")
+	}
+	if got != holderGPU {
+		t.Fatalf("near placed on %s, want %s where holder's pod holds vgg16 (filler is on %s)", got, holderGPU, fillerGPU)
 	}
 }

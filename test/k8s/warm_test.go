@@ -37,7 +37,7 @@ func livePods(t *testing.T, name string) []corev1.Pod {
 // pod. A placement that needs its memory then removes it.
 func TestWarmReplicaKeepsItsPodOnKubernetes(t *testing.T) {
 	requireNodes(t)
-	p := startProvider(t, "warm", "-k8s-warm-replicas")
+	p := startProvider(t, "warm")
 	p.leads(t, 10*time.Second)
 	watchInvariants(t, p)
 	defer cleanUp(t, p)
