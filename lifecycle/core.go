@@ -113,6 +113,7 @@ type function struct {
 	rate        scheduler.RateEstimator
 	lastUp      time.Time
 	lastDown    time.Time
+	lastResize  time.Time
 	lastScale   string
 	scaledUp    uint64
 	scaledDown  uint64
@@ -128,6 +129,15 @@ type replica struct {
 	pendingSince time.Time
 	reason       string
 	reasonCode   scheduler.NoFitCode
+	// replaces is the ID of the replica this one takes the place of once
+	// Ready (make-before-break, replace.go), replacesMore those a merge
+	// also retires then, replaceWhy the decision's reason; "": none.
+	replaces     string
+	replacesMore []string
+	replaceWhy   string
+	// replacedAt is when a replacement retired this replica to a warm
+	// one; it is stopped at the next tick. Zero: not replaced.
+	replacedAt time.Time
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a

@@ -8,11 +8,23 @@ import (
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
-// ReplicaReady records that a starting replica answers requests.
-func (c *Core) ReplicaReady(id string) {
-	if r := c.replicas[id]; r != nil && r.phase == Starting {
-		r.phase = Ready
+// ReplicaReady records that a starting replica answers requests. A
+// replica that replaces others (replace.go) retires them now: the result
+// holds their Demote or Stop, and any placement the SM they free allows.
+func (c *Core) ReplicaReady(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	var res Result
+	r := c.replicas[id]
+	if r == nil || r.phase != Starting {
+		return res
 	}
+	r.phase = Ready
+	if fn := c.functions[r.fn]; fn != nil && r.replaces != "" {
+		c.completeReplace(fn, r, now, &res)
+		c.placeAll(now, &res)
+	}
+	return res
 }
 
 // ReplicaGone records that a replica can no longer use its GPU: a drained
@@ -37,10 +49,16 @@ func (c *Core) ReplicaGone(id string, now time.Time) Result {
 			break
 		}
 		inService := slices.Contains(fn.live, r)
+		// A replacement lost before Ready leaves the replicas it was to
+		// replace in service, and needs no successor; a replica lost while
+		// its replacement is on the way has one already.
+		replaced := replacedIDs(fn)[r.id]
+		needed := inService && r.replaces == "" && !replaced
+		forgetReplaced(fn, r.id)
 		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
 		c.release(r, now)
-		if inService {
+		if needed {
 			c.addPending(fn, r.config, now)
 		}
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})

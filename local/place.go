@@ -109,7 +109,10 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner
 func (b *Backend) readiedLocked(r *replica, d time.Duration) {
 	r.readyAfter.Store(int64(max(d, 1))) // 0 means not yet
 	b.stats.Started(d)
-	b.core.ReplicaReady(r.id)
+	// A replacement ready retires the replicas it replaces
+	// (make-before-break): their Demote or Stop is carried out now.
+	now := time.Now()
+	_ = b.applyLocked(b.core.ReplicaReady(r.id, now), now)
 }
 
 // watchedRunner is a runner whose start-up is being watched; Stop ends the

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
@@ -45,6 +46,11 @@ type faasGPU struct {
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
+	// draining are replicas stopped while finishing what they were sent;
+	// they are released when idle.
+	draining map[*replica]bool
+	// replaced counts replicas retired by a replacement, for tests.
+	replaced int
 }
 
 type fgFn struct {
@@ -149,6 +155,9 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		case lifecycle.Start:
 			p.launch(e, f, ef.Replica, prewarmed)
 		case lifecycle.Demote:
+			if strings.HasPrefix(ef.Why, "replaced by ") {
+				p.replaced++
+			}
 			if r := p.byID[ef.Replica.ID]; r != nil {
 				p.retire(e, f, r)
 			}
@@ -185,7 +194,7 @@ func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed 
 	p.placed++
 	e.launch(r, e.byUUID[v.Placement.GPUs[0]], p.modelCapacity(e, f, r.mem), prewarmed, true)
 	if r.state == repServing {
-		p.core.ReplicaReady(r.id)
+		p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 	}
 }
 
@@ -201,6 +210,16 @@ func (p *faasGPU) stop(e *Engine, f *fgFn, r *replica) {
 	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
 	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
 	delete(p.byID, r.id)
+	if r.state == repRetired && (r.busy || r.queue.len() > 0) {
+		// Out of routing and still finishing what it was sent (a replaced
+		// replica): it drains, as a stopped process or pod does, and goes
+		// when idle.
+		if p.draining == nil {
+			p.draining = map[*replica]bool{}
+		}
+		p.draining[r] = true
+		return
+	}
 	e.release(r)
 }
 
@@ -225,7 +244,9 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 }
 
 func (p *faasGPU) ready(e *Engine, r *replica) {
-	p.core.ReplicaReady(r.id)
+	// A replacement ready retires what it replaces (a Demote or Stop);
+	// those leave routing before the waiting requests are routed.
+	p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 	f := p.fns[r.fn]
 	if f.multi {
 		f.d.drain(e, f.live)
@@ -244,9 +265,13 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 	switch r.state {
 	case repGone, repWarm:
 	case repRetired:
-		if r.queue.len() > 0 {
+		switch {
+		case r.queue.len() > 0:
 			e.serveQueue(r) // out of routing, it finishes what it was sent
-		} else {
+		case p.draining[r]:
+			delete(p.draining, r)
+			e.release(r)
+		default:
 			r.state = repWarm
 		}
 	default:
