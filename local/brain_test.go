@@ -65,22 +65,22 @@ func TestProfileChoosesTheSlice(t *testing.T) {
 	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	// The slice is planned against SLO/2 (scheduler.SLOQueueingFactor): a
-	// request that waits out one running batch still meets the 50-ms SLO.
-	// So it is the profile's choice at 25 ms, and the decision says so.
-	want, err := scheduler.ChooseModel(builtinProfiles(t), "resnet50", gpu.V100Product, 25*time.Millisecond, scheduler.ChooseOptions{BoundName: "SLO/2"})
+	// The slice is planned by the queueing model the autoscaler uses: the
+	// most capacity within the 50-ms SLO at p99 per SM %, and the decision
+	// says so.
+	p, _, _ := builtinProfiles(t).Lookup("resnet50", gpu.V100Product)
+	want, err := scheduler.ChooseSlice(p, 50*time.Millisecond, scheduler.ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(want.Explanation, "ms ≤ SLO/2 (25ms)") || want.LatencyMs > 25 {
-		t.Fatalf("the decision must hold the batch to SLO/2: %s", want.Explanation)
+	if !strings.Contains(want.Explanation, "req/s within SLO 50ms at p99") {
+		t.Fatalf("the decision must name the capacity at the SLO: %s", want.Explanation)
 	}
 	rep, _ := b.GPUReport(ctx)
 	fr := rep.Functions[0]
 	if fr.SMPercent != want.SMPercent || fr.Batch != want.Batch || !fr.Autoscaled || fr.Decision != want.Explanation {
 		t.Fatalf("function report = %+v, want the profile's choice %+v", fr, want)
 	}
-	p, _, _ := builtinProfiles(t).Lookup("resnet50", gpu.V100Product)
 	if fr.MemoryBytes != p.MemoryBytes {
 		t.Fatalf("memory = %d, want the profile's footprint %d", fr.MemoryBytes, p.MemoryBytes)
 	}
@@ -103,8 +103,8 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	ctx := context.Background()
 	// The default max (20): while the smoothed rate climbs, each tick's gap
 	// is small and is filled by the smallest slice covering it, so the
-	// replicas are many and small (10 are not enough for 3.5 x a base
-	// replica held to SLO/2, batch 8 on 30 % SM).
+	// replicas are many and small (10 are not enough for 3.5 x the plan's
+	// base replica).
 	spec := modelSpec("rn", "resnet50", 50*time.Millisecond)
 	spec.Scale.Max = scheduler.DefaultMaxReplicas
 	if err := b.Deploy(ctx, spec); err != nil {

@@ -19,17 +19,19 @@ import (
 // engine's replicas, as a backend does:
 //
 //   - a function's slice, batch and autoscaler menu come from
-//     scheduler.PlanFunction on its profile (the most throughput per SM %
-//     among slices whose batch latency is at most SLO/2, so that a request
-//     waiting out a running batch still meets the SLO; with the profile's
-//     batch sizes);
+//     scheduler.PlanFunction on its profile (the slices that carry load
+//     within the SLO at p99 by the queueing model, scheduler.QueueCapacity;
+//     with the profile's batch sizes); a replica added before its load is
+//     known gets the smallest of them;
 //   - replicas are booked by the core's allocator with the model as a
 //     locality hint (on a GPU that holds it, else a node that loaded it,
 //     else best fit), within SM % and memory;
 //   - every second the core's Tick, fed with the request count and the
 //     function's backlog (requests waiting beyond the running batches),
-//     adds replicas (promoting a warm one of the same slice first: no load)
-//     and retires the least efficient ones to warm replicas (model kept in
+//     adds replicas sized for the load they will carry (promoting a warm
+//     one of the same slice first: no load), replaces oversized or small
+//     ones by one cheaper one once it is ready (make-before-break, the old
+//     ones drain), and retires the least efficient ones to warm replicas (model kept in
 //     memory, SM freed), which expire after the warm TTL or are evicted by
 //     placements that need their memory; a request for a function scaled
 //     to zero scales it to one, as the gateway does;
@@ -125,7 +127,7 @@ func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 }
 
 // capBatch applies a batch cap (Options.MaxBatch) the way PlanFunction
-// would choose under it: scheduler.ChooseSlice (the same SLO/2 rule) with
+// would choose under it: scheduler.ChooseSlice (the same queueing rule) with
 // ChooseOptions.MaxBatch, and the autoscaler's menu without larger
 // batches. An explicit SM % is already planned at batch 1.
 func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch int) (scheduler.Plan, error) {
