@@ -319,3 +319,51 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 		t.Fatalf("with 2,000 requests waiting: %d replicas (%q), want a scale-up for the backlog", n, reason)
 	}
 }
+
+// TestReplicaResizedMakeBeforeBreak: after a load peak falls, the
+// autoscaler's replicas are replaced by a cheaper one on emulated workers
+// (scheduler.Resize), and at every tick the function has a replica ready
+// in the proxy's routing: the replaced ones leave only once their
+// replacement serves.
+func TestReplicaResizedMakeBeforeBreak(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	spec := modelSpec("rn", "resnet50", 50*time.Millisecond)
+	spec.Scale.Max = scheduler.DefaultMaxReplicas
+	if err := b.Deploy(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	k := key(DefaultNamespace, "rn")
+	t0 := time.Now()
+	b.Tick(t0)
+	resized := 0
+	tick := func(s int, rate int) {
+		for range rate {
+			request(b, DefaultNamespace, "rn")
+		}
+		b.Tick(t0.Add(time.Duration(s+1) * time.Second))
+		if eps, err := readyEndpoints(b, DefaultNamespace, "rn"); err != nil || len(eps) == 0 {
+			t.Fatalf("second %d: no replica ready in routing (%v)", s, err)
+		}
+		if fn, _ := coreView(b, k); strings.HasPrefix(fn.LastScale, "resize") || strings.HasPrefix(fn.LastScale, "merge") {
+			resized++
+		}
+	}
+	for s := range 60 {
+		tick(s, 400)
+	}
+	peak, _ := coreView(b, k)
+	for s := 60; s < 240; s++ {
+		tick(s, 5)
+	}
+	end, _ := coreView(b, k)
+	if resized == 0 {
+		t.Fatalf("no resize after the load fell from 400 to 5 req/s (%d replicas at the peak, %d at the end: %+v)", len(peak.Live), len(end.Live), end.Live)
+	}
+	for _, pl := range b.core.Allocator().Usage() {
+		if pl.SMAllocated > 100 || pl.MemoryAllocated > pl.Device.MemoryBytes {
+			t.Fatalf("GPU oversubscribed: %+v", pl)
+		}
+	}
+	t.Logf("%d replicas at the peak, %d at the end (%+v); last: %s", len(peak.Live), len(end.Live), end.Live[0].Config, end.LastScale)
+}
