@@ -49,11 +49,7 @@ func (c *Core) ReplicaGone(id string, now time.Time) Result {
 			break
 		}
 		inService := slices.Contains(fn.live, r)
-		// A replacement lost before Ready leaves the replicas it was to
-		// replace in service, and needs no successor; a replica lost while
-		// its replacement is on the way has one already.
-		replaced := replacedIDs(fn)[r.id]
-		needed := inService && r.replaces == "" && !replaced
+		needed := inService && needsSuccessor(fn, r)
 		forgetReplaced(fn, r.id)
 		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
@@ -123,6 +119,10 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 		r.placement = nil // its booking is gone with the node
 		fn := c.functions[r.fn]
 		wasLive := fn != nil && slices.Contains(fn.live, r)
+		if wasLive {
+			wasLive = needsSuccessor(fn, r)
+			forgetReplaced(fn, r.id)
+		}
 		if fn != nil {
 			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })

@@ -130,3 +130,22 @@ func (c *Core) stopReplaced(now time.Time, res *Result) {
 		}
 	}
 }
+
+// needsSuccessor reports whether live replica r of fn, lost, needs a
+// pending one in its place: not while a replacement for it is on the way
+// (that one takes over), nor when it is itself a replacement and some of
+// the replicas it was to replace still serve (they stay).
+func needsSuccessor(fn *function, r *replica) bool {
+	if replacedIDs(fn)[r.id] {
+		return false
+	}
+	if r.replaces == "" {
+		return true
+	}
+	for _, x := range fn.live {
+		if x != r && (x.id == r.replaces || slices.Contains(r.replacesMore, x.id)) {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -160,5 +161,46 @@ func TestMergeRetiresEveryReplaced(t *testing.T) {
 	}
 	if got := liveIDs(c, "openfaas-fn/a"); !slices.Equal(got, []string{m.id}) {
 		t.Errorf("in service %v, want %v", got, []string{m.id})
+	}
+}
+
+// TestReplacementAndReplacedLostTogether: a node lost with a replica and
+// its replacement on it leaves one successor, whichever is counted first;
+// losing only the replacement leaves the old one alone.
+func TestReplacementAndReplacedLostTogether(t *testing.T) {
+	for _, lose := range []string{"both", "replacement"} {
+		t.Run(lose, func(t *testing.T) {
+			c := New(inventory(2, 1), nil, Options{})
+			if _, err := c.Deploy(fn("a", 30, 2, 1, 5), t0); err != nil {
+				t.Fatal(err)
+			}
+			f := c.functions["openfaas-fn/a"]
+			old := f.live[0]
+			c.ReplicaReady(old.id, t0)
+			c.begin()
+			var res Result
+			repl := c.replace(f, old, scheduler.SliceConfig{SMPercent: 10, Batch: 1}, t0.Add(time.Second), "test", &res)
+			c.placeAll(t0.Add(time.Second), &res)
+			if repl.placement == nil || old.placement == nil {
+				t.Fatal("not placed")
+			}
+			gone := repl.placement.Node
+			if lose == "both" && old.placement.Node != gone {
+				t.Fatalf("best fit put the replacement on %s, the old one on %s", gone, old.placement.Node)
+			}
+			if lose == "replacement" {
+				c.ReplicaGone(repl.id, t0.Add(2*time.Second))
+			} else {
+				inv := inventory(2, 1)
+				inv.Nodes = slices.DeleteFunc(inv.Nodes, func(n gpu.Node) bool { return n.Name == gone })
+				c.SetInventory(inv, t0.Add(2*time.Second))
+			}
+			if n := len(f.live); n != 1 {
+				t.Fatalf("%d replicas in service or on their way (%v), want 1", n, liveIDs(c, "openfaas-fn/a"))
+			}
+			if lose == "replacement" && f.live[0] != old {
+				t.Errorf("in service %v, want the old %s", liveIDs(c, "openfaas-fn/a"), old.id)
+			}
+		})
 	}
 }
