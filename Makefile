@@ -86,9 +86,9 @@ bench-sim: build
 	./$(BIN) simulate -quiet -scenario scale -no-backlog $(ARGS)
 	./$(BIN) simulate -quiet -scenario scale -no-backlog -warmup 30s $(ARGS)
 	./$(BIN) simulate -quiet -scenario scale -policies all $(ARGS)
-	@# The held-out suite of issue 12: as shipped, and with the queueing capacity (opt-in).
+	@# The held-out suite of issue 12: as shipped (queueing capacity, right-sizing, resizing), and without them (-no-queueing).
 	./$(BIN) simulate -quiet -suite heldout -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite heldout -queueing -policies faas-gpu -out $(BENCH_OUT)/queueing $(ARGS)
+	./$(BIN) simulate -quiet -suite heldout -no-queueing -policies faas-gpu -out $(BENCH_OUT)/no-queueing $(ARGS)
 
 clean:
 	rm -rf bin

@@ -173,7 +173,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.Int64Var(&o.localityBound, "locality-bound", 2, "requests in flight at which a replica holding the model stops being preferred")
 	fs.DurationVar(&o.tick, "autoscale-interval", time.Second, "how often the autoscaler runs")
 	fs.Float64Var(&o.headroom, "autoscale-headroom", scheduler.DefaultAutoscaleOptions.Headroom, "capacity the autoscaler keeps above the observed rate (1.2 = 20 % spare)")
-	fs.BoolVar(&o.queueing, "autoscale-queueing", false, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99, not the rate plus headroom (holds the SLO better, costs more GPUs: docs/scheduling.md)")
+	fs.BoolVar(&o.queueing, "autoscale-queueing", true, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99 and resize replicas to their load; false: the rate plus headroom over full-batch throughput, no resizing (docs/scheduling.md)")
 	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
 	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "how long a scaled-down replica keeps its model in GPU memory")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
@@ -636,7 +636,7 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 			Rest:       rest,
 			Load:       shared,
 			Profiles:   store,
-			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, Queueing: o.queueing},
+			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
 			Tick:       o.tick,
 			WarmTTL:    o.warmTTL,
 			MPSPipeDir: o.mpsPipeDir,
@@ -664,7 +664,7 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
 		Load:       load,
 		Profiles:   store,
-		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, Queueing: o.queueing},
+		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
 		Tick:       o.tick,
 		WarmTTL:    o.warmTTL,
 		Log:        log.Named("local"),

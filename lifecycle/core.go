@@ -118,6 +118,7 @@ type function struct {
 	rate        scheduler.RateEstimator
 	lastUp      time.Time
 	lastDown    time.Time
+	lastResize  time.Time
 	lastScale   string
 	scaledUp    uint64
 	scaledDown  uint64
@@ -136,6 +137,15 @@ type replica struct {
 	// demoting: warm, but its demote is not confirmed yet
 	// (Options.ConfirmDemotes), so its SM share is still booked.
 	demoting bool
+	// replaces is the ID of the replica this one takes the place of once
+	// Ready (make-before-break, replace.go), replacesMore those a merge
+	// also retires then, replaceWhy the decision's reason; "": none.
+	replaces     string
+	replacesMore []string
+	replaceWhy   string
+	// replacedAt is when a replacement retired this replica to a warm
+	// one; it is stopped at the next tick. Zero: not replaced.
+	replacedAt time.Time
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a

@@ -8,11 +8,23 @@ import (
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
-// ReplicaReady records that a starting replica answers requests.
-func (c *Core) ReplicaReady(id string) {
-	if r := c.replicas[id]; r != nil && r.phase == Starting {
-		r.phase = Ready
+// ReplicaReady records that a starting replica answers requests. A
+// replica that replaces others (replace.go) retires them now: the result
+// holds their Demote or Stop, and any placement the SM they free allows.
+func (c *Core) ReplicaReady(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	var res Result
+	r := c.replicas[id]
+	if r == nil || r.phase != Starting {
+		return res
 	}
+	r.phase = Ready
+	if fn := c.functions[r.fn]; fn != nil && r.replaces != "" {
+		c.completeReplace(fn, r, now, &res)
+		c.placeAll(now, &res)
+	}
+	return res
 }
 
 // ReplicaDemoted records that a demoted replica is out of routing (see
@@ -55,10 +67,12 @@ func (c *Core) ReplicaGone(id string, now time.Time) Result {
 			break
 		}
 		inService := slices.Contains(fn.live, r)
+		needed := inService && needsSuccessor(fn, r)
+		forgetReplaced(fn, r.id)
 		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
 		c.release(r, now)
-		if inService {
+		if needed {
 			c.addPending(fn, r.config, now)
 		}
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
@@ -123,6 +137,10 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 		r.placement = nil // its booking is gone with the node
 		fn := c.functions[r.fn]
 		wasLive := fn != nil && slices.Contains(fn.live, r)
+		if wasLive {
+			wasLive = needsSuccessor(fn, r)
+			forgetReplaced(fn, r.id)
+		}
 		if fn != nil {
 			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })

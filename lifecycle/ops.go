@@ -122,11 +122,26 @@ func withoutWrite(effs []Effect, key string) []Effect {
 // grow brings fn up to its desired count: warm replicas first, most
 // recently idled first, then new pending replicas of the base slice.
 func (c *Core) grow(fn *function, now time.Time) {
-	for len(fn.live) < fn.desired && c.promote(fn, fn.plan.Base, false, now) {
+	base := c.baseSlice(fn)
+	for len(fn.live) < fn.desired && c.promote(fn, base, false, now) {
 	}
 	for len(fn.live) < fn.desired {
-		c.addPending(fn, fn.plan.Base, now)
+		c.addPending(fn, base, now)
 	}
+}
+
+// baseSlice is the slice of a replica added before its load is known: for
+// a function the autoscaler plans on queueing capacity, the smallest that
+// carries load at the SLO (scheduler.SmallestSlice: the autoscaler sizes
+// the rest); otherwise the plan's.
+func (c *Core) baseSlice(fn *function) scheduler.SliceConfig {
+	if !fn.plan.Autoscaled || c.opts.Autoscale.NoQueueing || fn.plan.Request.SLO <= 0 {
+		return fn.plan.Base
+	}
+	if s, ok := scheduler.SmallestSlice(fn.plan.Configs, fn.plan.Request.SLO, c.opts.Autoscale.SLOQuantile, c.memoryPercent(fn.plan.Request.MemoryBytes)); ok {
+		return s
+	}
+	return fn.plan.Base
 }
 
 func (c *Core) addPending(fn *function, cfg scheduler.SliceConfig, now time.Time) *replica {
@@ -158,7 +173,7 @@ func (c *Core) promote(fn *function, cfg scheduler.SliceConfig, exact bool, now 
 		}
 		fn.warm = slices.Delete(fn.warm, i, i+1)
 		fn.live = append(fn.live, r)
-		r.phase = Ready
+		r.phase, r.replacedAt = Ready, time.Time{}
 		c.promoted = append(c.promoted, Effect{Kind: Promote, Function: fn.key, Replica: r.view(), Why: "scaled up: warm replica back in service, no model load"})
 		return true
 	}
@@ -169,6 +184,8 @@ func (c *Core) promote(fn *function, cfg scheduler.SliceConfig, exact bool, now 
 // becomes a warm replica.
 func (c *Core) retire(fn *function, r *replica, now time.Time, why string, res *Result) {
 	fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+	forgetReplaced(fn, r.id)
+	r.replaces, r.replacesMore, r.replaceWhy = "", nil, "" // a replacement scaled away: what it was to replace stays
 	if r.placement == nil {
 		delete(c.replicas, r.id)
 		c.onUndo(func() { c.replicas[r.id] = r })

@@ -39,27 +39,35 @@ func (c *Core) Tick(now time.Time) Result {
 	defer c.begin() // nothing of a tick is undone
 	var res Result
 	c.expireWarm(now, &res)
+	c.stopReplaced(now, &res)
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
+		c.cancelStuckReplacements(fn, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
 		}
 		in := scheduler.AutoscaleInput{
-			Now: now, Rate: rate, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
+			Now: now, Rate: rate, Rising: fn.rate.Rising(), LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 			LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
 		}
-		if fn.plan.Autoscaled && c.opts.Autoscale.Queueing {
+		if fn.plan.Autoscaled && !c.opts.Autoscale.NoQueueing {
 			in.SLO = fn.plan.Request.SLO
 			in.MemoryPercent = c.memoryPercent(fn.plan.Request.MemoryBytes)
 		}
 		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
 		}
+		// A replica being replaced counts once, as its replacement: the
+		// pair's capacity is what serves once the old one goes.
+		replaced := replacedIDs(fn)
 		for _, r := range fn.live {
-			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
+			if !replaced[r.id] {
+				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
+			}
 		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if d.Empty() {
+			c.resize(fn, in, now, &res)
 			continue
 		}
 		for _, id := range d.Remove {
@@ -87,6 +95,41 @@ func (c *Core) Tick(now time.Time) Result {
 	}
 	c.placeAll(now, &res)
 	return res
+}
+
+// resize asks scheduler.Resize whether fn's replicas, all Ready and none
+// being replaced, should give way to a cheaper one, and starts that
+// replacement (make-before-break: the old ones go when it is Ready).
+func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, res *Result) {
+	if in.SLO <= 0 || replacing(fn) {
+		return
+	}
+	for _, r := range fn.live {
+		if r.phase != Ready {
+			return
+		}
+	}
+	rep, ok := scheduler.Resize(scheduler.ResizeInput{
+		Now: now, Rate: in.Rate, Backlog: in.Backlog, Policy: in.Policy, Replicas: in.Replicas,
+		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
+		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
+	}, c.opts.Autoscale)
+	if !ok {
+		return
+	}
+	var olds []*replica
+	for _, id := range rep.Old {
+		if r := c.replicas[id]; r != nil && r.fn == fn.key {
+			olds = append(olds, r)
+		}
+	}
+	if len(olds) != len(rep.Old) {
+		return
+	}
+	c.merge(fn, olds, rep.New, now, rep.Reason, res)
+	fn.lastResize = now
+	fn.lastScale = rep.Reason
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: 1, Removed: len(olds), Replicas: len(fn.live) - len(olds), Rate: in.Rate, Reason: rep.Reason, Resize: true})
 }
 
 // memoryPercent is bytes in % of the largest GPU's memory (0 without an
@@ -134,4 +177,7 @@ type Scaled struct {
 	Replicas       int
 	Rate           float64
 	Reason         string
+	// Resize marks a make-before-break replacement started: Added new
+	// replica for Removed old ones, which go when it is Ready.
+	Resize bool
 }

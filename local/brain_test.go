@@ -65,22 +65,22 @@ func TestProfileChoosesTheSlice(t *testing.T) {
 	if err := b.Deploy(ctx, modelSpec("rn", "resnet50", 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	// The slice is planned against SLO/2 (scheduler.SLOQueueingFactor): a
-	// request that waits out one running batch still meets the 50-ms SLO.
-	// So it is the profile's choice at 25 ms, and the decision says so.
-	want, err := scheduler.ChooseModel(builtinProfiles(t), "resnet50", gpu.V100Product, 25*time.Millisecond, scheduler.ChooseOptions{BoundName: "SLO/2"})
+	// The slice is planned by the queueing model the autoscaler uses: the
+	// most capacity within the 50-ms SLO at p99 per SM %, and the decision
+	// says so.
+	p, _, _ := builtinProfiles(t).Lookup("resnet50", gpu.V100Product)
+	want, err := scheduler.ChooseSlice(p, 50*time.Millisecond, scheduler.ChooseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(want.Explanation, "ms ≤ SLO/2 (25ms)") || want.LatencyMs > 25 {
-		t.Fatalf("the decision must hold the batch to SLO/2: %s", want.Explanation)
+	if !strings.Contains(want.Explanation, "req/s within SLO 50ms at p99") {
+		t.Fatalf("the decision must name the capacity at the SLO: %s", want.Explanation)
 	}
 	rep, _ := b.GPUReport(ctx)
 	fr := rep.Functions[0]
 	if fr.SMPercent != want.SMPercent || fr.Batch != want.Batch || !fr.Autoscaled || fr.Decision != want.Explanation {
 		t.Fatalf("function report = %+v, want the profile's choice %+v", fr, want)
 	}
-	p, _, _ := builtinProfiles(t).Lookup("resnet50", gpu.V100Product)
 	if fr.MemoryBytes != p.MemoryBytes {
 		t.Fatalf("memory = %d, want the profile's footprint %d", fr.MemoryBytes, p.MemoryBytes)
 	}
@@ -103,8 +103,8 @@ func TestAutoscalerFollowsTheRate(t *testing.T) {
 	ctx := context.Background()
 	// The default max (20): while the smoothed rate climbs, each tick's gap
 	// is small and is filled by the smallest slice covering it, so the
-	// replicas are many and small (10 are not enough for 3.5 x a base
-	// replica held to SLO/2, batch 8 on 30 % SM).
+	// replicas are many and small (10 are not enough for 3.5 x the plan's
+	// base replica).
 	spec := modelSpec("rn", "resnet50", 50*time.Millisecond)
 	spec.Scale.Max = scheduler.DefaultMaxReplicas
 	if err := b.Deploy(ctx, spec); err != nil {
@@ -318,4 +318,52 @@ func TestBacklogFeedsTheAutoscaler(t *testing.T) {
 	if n < 2 || !strings.Contains(reason, "backlog 2000") {
 		t.Fatalf("with 2,000 requests waiting: %d replicas (%q), want a scale-up for the backlog", n, reason)
 	}
+}
+
+// TestReplicaResizedMakeBeforeBreak: after a load peak falls, the
+// autoscaler's replicas are replaced by a cheaper one on emulated workers
+// (scheduler.Resize), and at every tick the function has a replica ready
+// in the proxy's routing: the replaced ones leave only once their
+// replacement serves.
+func TestReplicaResizedMakeBeforeBreak(t *testing.T) {
+	b := newProfiledBackend(t)
+	ctx := context.Background()
+	spec := modelSpec("rn", "resnet50", 50*time.Millisecond)
+	spec.Scale.Max = scheduler.DefaultMaxReplicas
+	if err := b.Deploy(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	k := key(DefaultNamespace, "rn")
+	t0 := time.Now()
+	b.Tick(t0)
+	resized := 0
+	tick := func(s int, rate int) {
+		for range rate {
+			request(b, DefaultNamespace, "rn")
+		}
+		b.Tick(t0.Add(time.Duration(s+1) * time.Second))
+		if eps, err := readyEndpoints(b, DefaultNamespace, "rn"); err != nil || len(eps) == 0 {
+			t.Fatalf("second %d: no replica ready in routing (%v)", s, err)
+		}
+		if fn, _ := coreView(b, k); strings.HasPrefix(fn.LastScale, "resize") || strings.HasPrefix(fn.LastScale, "merge") {
+			resized++
+		}
+	}
+	for s := range 60 {
+		tick(s, 400)
+	}
+	peak, _ := coreView(b, k)
+	for s := 60; s < 240; s++ {
+		tick(s, 5)
+	}
+	end, _ := coreView(b, k)
+	if resized == 0 {
+		t.Fatalf("no resize after the load fell from 400 to 5 req/s (%d replicas at the peak, %d at the end: %+v)", len(peak.Live), len(end.Live), end.Live)
+	}
+	for _, pl := range b.core.Allocator().Usage() {
+		if pl.SMAllocated > 100 || pl.MemoryAllocated > pl.Device.MemoryBytes {
+			t.Fatalf("GPU oversubscribed: %+v", pl)
+		}
+	}
+	t.Logf("%d replicas at the peak, %d at the end (%+v); last: %s", len(peak.Live), len(end.Live), end.Live[0].Config, end.LastScale)
 }

@@ -60,7 +60,7 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 		sink(r.id, "failed to start: "+err.Error())
 		return
 	}
-	r.run = b.watchStartup(r, run, started)
+	r.run = b.watchStartup(r, run, started, now)
 	b.running[r.id] = r
 	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
 		zap.String("node", p.Node), zap.Strings("gpus", p.GPUs), zap.Int("smPercent", p.Slice.SMPercent),
@@ -77,9 +77,9 @@ const startupPoll = 10 * time.Millisecond
 // emulated and classic replicas answer once started; a process is watched
 // until it is ready or stopped, so run comes back wrapped to tell the
 // watch of its Stop.
-func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner {
+func (b *Backend) watchStartup(r *replica, run runner, started, now time.Time) runner {
 	if run.Ready() {
-		b.readiedLocked(r, time.Since(started))
+		b.readiedLocked(r, time.Since(started), now)
 		return run
 	}
 	w := &watchedRunner{runner: run, stopped: make(chan struct{})}
@@ -96,7 +96,7 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner
 			}
 			if run.Ready() {
 				b.mu.Lock()
-				b.readiedLocked(r, time.Since(started))
+				b.readiedLocked(r, time.Since(started), time.Now())
 				b.mu.Unlock()
 				return
 			}
@@ -105,11 +105,15 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) runner
 	return w
 }
 
-// readiedLocked records that r became ready d after its placement.
-func (b *Backend) readiedLocked(r *replica, d time.Duration) {
+// readiedLocked records that r became ready d after its placement, at
+// now (the operation's time when it was ready at once, as an emulated
+// worker is).
+func (b *Backend) readiedLocked(r *replica, d time.Duration, now time.Time) {
 	r.readyAfter.Store(int64(max(d, 1))) // 0 means not yet
 	b.stats.Started(d)
-	b.core.ReplicaReady(r.id)
+	// A replacement ready retires the replicas it replaces
+	// (make-before-break): their Demote or Stop is carried out now.
+	_ = b.applyLocked(b.core.ReplicaReady(r.id, now), now)
 }
 
 // watchedRunner is a runner whose start-up is being watched; Stop ends the

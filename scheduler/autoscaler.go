@@ -48,6 +48,11 @@ type AutoscaleInput struct {
 	// partial batches and waiting), and no headroom is added: the model
 	// is the margin. 0: the profiled full-batch throughput x Headroom.
 	SLO time.Duration
+	// Rising is the rate a rise within the last tick points at
+	// (RateEstimator.Rising): scale-ups plan for the larger of it and
+	// Rate, so a step is answered at the first tick rather than as the
+	// smoothed rate follows it. 0: Rate alone.
+	Rising float64
 	// MemoryPercent is a replica's GPU memory in % of a GPU's. A replica
 	// costs the larger of its SM % and this: a GPU full of small slices'
 	// memory is as used as one full of their SM, so efficiency is capacity
@@ -67,14 +72,13 @@ type AutoscaleOptions struct {
 	// SLOQuantile is the share of requests held to the SLO; 0 takes
 	// DefaultSLOQuantile (p99).
 	SLOQuantile float64
-	// Queueing plans a function with an SLO against each replica's
-	// capacity from the queueing model (QueueCapacity) instead of its
-	// full-batch throughput with Headroom, and ranks slices by capacity
-	// per cost (lifecycle.Core gives the input its SLO and memory share).
-	// Off by default: it holds the SLO far better but costs about three
-	// times the GPU-seconds on the published cost run (docs/evaluation.md,
-	// "Capacity from queueing"), until replicas are right-sized for it.
-	Queueing bool
+	// NoQueueing plans a function with an SLO against each replica's
+	// full-batch throughput with Headroom, as before issue 12, instead of
+	// its capacity from the queueing model (QueueCapacity) ranked by
+	// capacity per cost, and turns resizing off (lifecycle.Core gives the
+	// input its SLO and memory share only without it). An opt-out, for
+	// comparison: docs/evaluation.md, "The held-out suite".
+	NoQueueing bool
 }
 
 // DefaultDrainTime drains a backlog in 5 s: about one cold start (3-5 s),
@@ -122,25 +126,15 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		}
 		return d
 	}
-	capOf := func(c SliceConfig) float64 { return c.Throughput }
+	sz := newSizer(in.SLO, opts.SLOQuantile, in.MemoryPercent)
+	capOf, cost := sz.capOf, sz.cost
 	if in.SLO > 0 {
 		opts.Headroom = 1
-		q := opts.SLOQuantile
-		if q <= 0 || q >= 1 {
-			q = DefaultSLOQuantile
-		}
-		capOf = func(c SliceConfig) float64 { return QueueCapacity(c, in.SLO, q) }
 	}
-	var menu []SliceConfig
-	for _, c := range in.Configs {
-		if capOf(c) > 0 {
-			menu = append(menu, c)
-		}
-	}
+	menu := sz.menu(in.Configs)
 	if len(menu) == 0 {
 		return Decision{}
 	}
-	cost := func(c SliceConfig) float64 { return max(float64(c.SMPercent), in.MemoryPercent) }
 	best := mostEfficient(menu, capOf, cost)
 	floor := max(in.Policy.Min, 1)
 	backlog := max(in.Backlog, 0)
@@ -152,29 +146,22 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		capacity += capOf(r.Config)
 	}
 	drain := backlog / opts.DrainTime.Seconds()
-	demand := in.Rate*opts.Headroom + drain
+	rate := max(in.Rate, in.Rising)
+	demand := rate*opts.Headroom + drain
 	switch {
 	case capacity < demand || n < floor:
 		d := Decision{}
-		gap := demand - capacity
 		room := in.Policy.Max - n
-		for gap >= capOf(best) && room > 0 {
-			d.Add = append(d.Add, best)
-			gap -= capOf(best)
-			room--
-		}
-		if gap > 1e-9 && room > 0 {
-			d.Add = append(d.Add, smallestCovering(menu, gap, best, capOf, cost))
-			room--
-		}
+		d.Add = fill(menu, demand-capacity, room, best, sz)
+		room -= len(d.Add)
 		for n+len(d.Add) < floor && room > 0 {
-			d.Add = append(d.Add, best)
+			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
 			room--
 		}
 		if len(d.Add) > 0 {
-			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", in.Rate, opts.Headroom)
+			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
 			if in.SLO > 0 {
-				d.Reason = fmt.Sprintf("rate %.1f req/s", in.Rate)
+				d.Reason = fmt.Sprintf("rate %.1f req/s", rate)
 			}
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
@@ -238,6 +225,117 @@ func contains(s []string, v string) bool {
 	return false
 }
 
+// sizer is how the autoscaler and the resizer value a slice: its
+// capacity (req/s one replica serves: at the SLO's quantile from the
+// queueing model with an SLO, else its full-batch throughput) and its cost
+// (the larger of its SM % and its memory's share of a GPU).
+type sizer struct {
+	capOf, cost func(SliceConfig) float64
+}
+
+func newSizer(slo time.Duration, quantile, memoryPercent float64) sizer {
+	sz := sizer{
+		capOf: func(c SliceConfig) float64 { return c.Throughput },
+		cost:  func(c SliceConfig) float64 { return max(float64(c.SMPercent), memoryPercent) },
+	}
+	if slo > 0 {
+		if quantile <= 0 || quantile >= 1 {
+			quantile = DefaultSLOQuantile
+		}
+		sz.capOf = func(c SliceConfig) float64 { return QueueCapacity(c, slo, quantile) }
+	}
+	return sz
+}
+
+// menu is the configs that carry any load at all.
+func (sz sizer) menu(cs []SliceConfig) []SliceConfig {
+	var out []SliceConfig
+	for _, c := range cs {
+		if sz.capOf(c) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// fill right-sizes the replicas that cover gap (req/s), at most room of
+// them: as many of the most efficient slice (best) as the gap holds whole,
+// then the cheapest slice covering what is left — or, where one slice
+// covers that remainder and one best replica together for less, that one
+// instead. So each new replica is sized for the load it will carry, not
+// the most efficient slice for a gap it only partly fills.
+func fill(menu []SliceConfig, gap float64, room int, best SliceConfig, sz sizer) []SliceConfig {
+	if gap <= 1e-9 || room <= 0 {
+		return nil
+	}
+	whole := int(gap / sz.capOf(best))
+	rest := gap - float64(whole)*sz.capOf(best)
+	if rest <= 1e-9 && whole > 0 { // exactly whole replicas
+		whole, rest = whole-1, sz.capOf(best)
+	}
+	last := smallestCovering(menu, rest, best, sz.capOf, sz.cost)
+	if whole > 0 {
+		if merged, ok := cheapestCovering(menu, rest+sz.capOf(best), sz); ok && sz.cost(merged) < sz.cost(last)+sz.cost(best) {
+			whole, last = whole-1, merged
+		}
+	}
+	var out []SliceConfig
+	for range min(whole, room) {
+		out = append(out, best)
+	}
+	if len(out) < room {
+		out = append(out, last)
+	}
+	return out
+}
+
+// cheapestCovering is the cheapest config (then the fewest SM %, then the
+// most capacity) whose capacity covers load; false when none does.
+func cheapestCovering(cs []SliceConfig, load float64, sz sizer) (SliceConfig, bool) {
+	var pick *SliceConfig
+	for i := range cs {
+		c := &cs[i]
+		if sz.capOf(*c)+1e-9 < load {
+			continue
+		}
+		if pick == nil || cheaper(*c, *pick, sz) {
+			pick = c
+		}
+	}
+	if pick == nil {
+		return SliceConfig{}, false
+	}
+	return *pick, true
+}
+
+// cheaper orders configs covering the same load: cost, then capacity
+// (more first: at one cost, where memory sets it, the larger SM share is
+// free headroom), then SM %, then batch.
+func cheaper(a, b SliceConfig, sz sizer) bool {
+	if ca, cb := sz.cost(a), sz.cost(b); ca != cb {
+		return ca < cb
+	}
+	if qa, qb := sz.capOf(a), sz.capOf(b); qa != qb {
+		return qa > qb
+	}
+	if a.SMPercent != b.SMPercent {
+		return a.SMPercent < b.SMPercent
+	}
+	return a.Batch < b.Batch
+}
+
+// SmallestSlice is the slice a new replica gets before its load is known
+// (a deploy, a scale by hand or from zero) for a function with an SLO: the
+// cheapest on the menu that carries any load at the SLO (see Autoscale
+// for capacity and cost). The autoscaler adds to it within a tick of the
+// load showing, right-sized, and Resize merges what it added; starting
+// from the plan's most efficient slice instead holds a light function's
+// GPU share for nothing. false: no slice carries load at the SLO.
+func SmallestSlice(configs []SliceConfig, slo time.Duration, quantile, memoryPercent float64) (SliceConfig, bool) {
+	sz := newSizer(slo, quantile, memoryPercent)
+	return cheapestCovering(sz.menu(configs), 1e-9, sz)
+}
+
 // mostEfficient is the config with the best capacity per cost (SM %, or
 // the memory's share where larger); ties to
 // the smaller slice, then the smaller batch.
@@ -256,20 +354,10 @@ func mostEfficient(cs []SliceConfig, capOf, cost func(SliceConfig) float64) Slic
 // smallestCovering is the cheapest config (then the fewest SM %) whose
 // capacity covers gap; best if none does.
 func smallestCovering(cs []SliceConfig, gap float64, best SliceConfig, capOf, cost func(SliceConfig) float64) SliceConfig {
-	var pick *SliceConfig
-	for i := range cs {
-		c := &cs[i]
-		if capOf(*c)+1e-9 < gap {
-			continue
-		}
-		if pick == nil || cost(*c) < cost(*pick) || cost(*c) == cost(*pick) && (c.SMPercent < pick.SMPercent || c.SMPercent == pick.SMPercent && capOf(*c) > capOf(*pick)) {
-			pick = c
-		}
+	if c, ok := cheapestCovering(cs, gap, sizer{capOf: capOf, cost: cost}); ok {
+		return c
 	}
-	if pick == nil {
-		return best
-	}
-	return *pick
+	return best
 }
 
 // RateEstimator smooths a request counter into a rate with an

@@ -8,15 +8,23 @@ import (
 )
 
 // ConfigsFromProfile is the autoscaler's menu for a function with SLO slo:
-// every measured (SM %, batch) slice of p at full quota whose latency
-// meets PlanBound(p, slo, maxBatch) — SLO/SLOQueueingFactor, the bound
-// PlanFunction holds the base slice to, so that a replica the autoscaler
-// adds is as safe as the first — with the throughput one replica sustains
-// there. slo 0 lists every slice. Batches above maxBatch are left out when
-// maxBatch > 0.
+// every measured (SM %, batch) slice of p at full quota that carries load
+// within slo at its p99 (QueueCapacity > 0, the model the autoscaler
+// plans with), with the throughput one replica sustains there. slo 0
+// lists every slice. Batches above maxBatch are left out when maxBatch >
+// 0.
 func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []SliceConfig {
-	bound, _ := PlanBound(p, slo, maxBatch)
-	return ConfigsWithin(p, bound, maxBatch)
+	all := ConfigsWithin(p, slo, maxBatch)
+	if slo <= 0 {
+		return all
+	}
+	out := all[:0]
+	for _, c := range all {
+		if QueueCapacity(c, slo, DefaultSLOQuantile) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ConfigsWithin lists every measured (SM %, batch) slice of p at full

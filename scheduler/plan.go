@@ -22,73 +22,62 @@ type Plan struct {
 	Decision   string
 }
 
-// SLOQueueingFactor is how much tighter than its SLO a function's slice
-// is planned: its batch latency must be at most SLO/SLOQueueingFactor.
-//
-// Why 2: a replica computes one batch (up to its batch size b) at a time
-// in its slice's batch latency L and does not preempt it. A request that
-// arrives while a batch runs waits for the rest of it (less than L), then
-// runs in the next batch (L): arrival to response is under 2L. With
-// L ≤ SLO/2 every request that finds at most one batch ahead of it (fewer
-// than b waiting at its replica) meets the SLO, and one that finds its
-// replica idle takes L. Planning with L ≤ SLO, as Choose alone
-// does, lets any request that meets a running batch miss it. Queues deeper
-// than one batch are not the slice's to absorb: the autoscaler prevents
-// them (headroom on the rate, and the backlog drained within DrainTime).
-const SLOQueueingFactor = 2
-
-// PlanBound is the latency bound the slices of p are chosen against for
-// slo: slo/SLOQueueingFactor when some measured slice (of batch ≤
-// maxBatch, when maxBatch > 0) meets it, with queueSafe true. Otherwise
-// it is slo itself and queueSafe is false: each batch still meets the SLO
-// on its own, but a request that waits for a running batch may miss it.
-// slo 0 (no SLO) is returned as is.
-func PlanBound(p *profiles.Profile, slo time.Duration, maxBatch int) (bound time.Duration, queueSafe bool) {
-	if slo <= 0 {
-		return slo, false
-	}
-	half := slo / SLOQueueingFactor
-	if len(ConfigsWithin(p, half, maxBatch)) > 0 {
-		return half, true
-	}
-	return slo, false
-}
-
-// ChooseSlice is PlanFunction's slice choice for an SLO: Choose
-// against PlanBound(p, slo, opts.MaxBatch), its explanation naming the
-// bound ("21.1 ms ≤ SLO/2 (50ms)"). An SLO that no slice meets at
-// SLO/SLOQueueingFactor but some slice meets outright is accepted: the
-// slice is chosen against the SLO and the explanation carries a warning
-// (docs/scheduling.md says why it is not refused). One that no slice
-// meets at all is a *UnmetSLOError naming the SLO. Without an
-// SLO it is Choose.
+// ChooseSlice is PlanFunction's slice choice for an SLO: among measured
+// slices (of batch ≤ opts.MaxBatch, when set) that carry load within the
+// SLO at its p99 (QueueCapacity > 0: a request that meets a running batch
+// still meets the SLO, 2L - L/b < SLO), the most capacity at the SLO per
+// SM %; ties go to the smaller SM %, then the smaller batch. The same
+// queueing model the autoscaler plans with chooses, so a tight SLO needs
+// no other rule: an SLO no slice carries load within is a *UnmetSLOError
+// naming the SLO and the fastest slice. Without an SLO it is Choose.
 func ChooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	if slo <= 0 {
 		return Choose(p, slo, opts)
 	}
-	bound, queueSafe := PlanBound(p, slo, opts.MaxBatch)
-	if queueSafe {
-		opts.BoundName = fmt.Sprintf("SLO/%d", SLOQueueingFactor)
+	if _, err := Choose(p, slo, opts); err != nil {
+		return Choice{}, err // a bad argument, or no slice meets the SLO at all
 	}
-	c, err := Choose(p, bound, opts)
+	var best SliceConfig
+	bestCap := 0.0
+	for _, c := range ConfigsFromProfile(p, slo, opts.MaxBatch) {
+		q := QueueCapacity(c, slo, DefaultSLOQuantile)
+		e, be := q/float64(c.SMPercent), bestCap/float64(max(best.SMPercent, 1))
+		if best.Batch == 0 || e > be*(1+1e-9) || (e >= be*(1-1e-9) && (c.SMPercent < best.SMPercent || c.SMPercent == best.SMPercent && c.Batch < best.Batch)) {
+			best, bestCap = c, q
+		}
+	}
+	if best.Batch == 0 {
+		// Slices meet the SLO on their own but none once a request waits
+		// for a running batch: refused, with the fastest slice named.
+		_, err := Choose(p, time.Nanosecond, opts)
+		var unmet *UnmetSLOError
+		if errors.As(err, &unmet) {
+			unmet.SLO = slo
+			return Choice{}, unmet
+		}
+		return Choice{}, err
+	}
+	lat, err := LatencyAt(p, best.Batch, float64(best.SMPercent))
 	if err != nil {
-		return c, err
+		return Choice{}, err
 	}
-	if !queueSafe {
-		c.Explanation += fmt.Sprintf("; warning: no slice meets SLO/%d (%s), so a request that waits for a running batch may miss the SLO",
-			SLOQueueingFactor, slo/SLOQueueingFactor)
+	product := p.GPU
+	if opts.Fallback.Used() {
+		product = opts.Fallback.Requested
 	}
+	c := Choice{SMPercent: best.SMPercent, Batch: best.Batch, LatencyMs: lat, Throughput: best.Throughput, Fallback: opts.Fallback}
+	c.Explanation = explain(p.Model, product, c,
+		fmt.Sprintf("%.1f ms, %.1f req/s within SLO %s at p99", lat, bestCap, slo), opts.Fallback)
 	return c, nil
 }
 
 // PlanFunction decides a function's slice from the profiles for product:
-// with an SLO, the best throughput per SM % among slices whose batch
-// latency is at most SLO/SLOQueueingFactor, so that a request waiting out
-// one running batch still meets the SLO (see ChooseSlice: a slice meeting
-// only the SLO itself is taken with a warning; none meeting it is refused,
-// naming the SLO); without, the smallest slice within 10 % of the full
-// GPU; an explicit SM % wins. The autoscaler's menu (Configs) is held to
-// the same bound. A model without a profile gets what it asked.
+// with an SLO, the most capacity at the SLO's p99 per SM % among slices
+// that carry any load within it (ChooseSlice; none: refused, naming the
+// SLO); without, the smallest slice within 10 % of the full GPU; an
+// explicit SM % wins. The autoscaler's menu (Configs) is every slice that
+// carries load within the SLO. A model without a profile gets what it
+// asked.
 func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, error) {
 	req := spec.GPU
 	name := req.Profile
@@ -130,9 +119,6 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 		case req.SLO <= 0:
 		case lat > sloMs:
 			pl.Decision += fmt.Sprintf(" (above the SLO of %s)", req.SLO)
-		case lat > sloMs/SLOQueueingFactor:
-			pl.Decision += fmt.Sprintf(" (above SLO/%d = %s: a request that waits for a running batch may miss the SLO)",
-				SLOQueueingFactor, req.SLO/SLOQueueingFactor)
 		}
 		if fb.Used() {
 			pl.Decision += " (" + fb.String() + ")"

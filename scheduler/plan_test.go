@@ -27,31 +27,27 @@ func builtin(t testing.TB) *profiles.Store {
 	return builtinStore
 }
 
-// TestPlanFunctionHoldsBatchesToHalfTheSLO checks the queueing margin on
-// the built-in ResNet-50 profile (19.8 ms at batch 1 on a whole V100,
-// 22.5 ms on 5 % SM): a request may wait out one running batch, so the
-// chosen batch latency, and every slice of the autoscaler's menu, is at
-// most SLO/2.
-func TestPlanFunctionHoldsBatchesToHalfTheSLO(t *testing.T) {
+// TestPlanFunctionChoosesByQueueingCapacity checks the SLO rule on the
+// built-in ResNet-50 profile (19.8 ms at batch 1 on a whole V100, 22.5 ms
+// on 5 % SM): every slice of the menu, the chosen one first, carries load
+// within the SLO at p99 (QueueCapacity > 0), the chosen one the most per
+// SM %; an SLO that none carries load within is refused. There is no
+// other rule for tight SLOs.
+func TestPlanFunctionChoosesByQueueingCapacity(t *testing.T) {
 	store := builtin(t)
 	tests := []struct {
 		name      string
 		slo       time.Duration
 		sm        int
 		wantIn    []string // in the decision
-		wantBound time.Duration
-		wantField string // a refusal naming this field
+		wantField string   // a refusal naming this field
 	}{
-		{name: "roomy SLO: batches within SLO/2", slo: 100 * time.Millisecond, wantIn: []string{"ms ≤ SLO/2 (50ms)"}, wantBound: 50 * time.Millisecond},
-		{name: "the resnet50 SLO of the docs", slo: 50 * time.Millisecond, wantIn: []string{"ms ≤ SLO/2 (25ms)"}, wantBound: 25 * time.Millisecond},
-		{
-			// 30 ms: SLO/2 = 15 ms is below any slice (19.8 ms at best), but
-			// batches meet 30 ms: accepted, planned at the SLO, with a warning.
-			name: "met at the SLO only: accepted with a warning", slo: 30 * time.Millisecond,
-			wantIn: []string{"ms ≤ SLO 30ms,", "; warning: no slice meets SLO/2 (15ms)"}, wantBound: 30 * time.Millisecond,
-		},
+		{name: "roomy SLO", slo: 100 * time.Millisecond, wantIn: []string{"req/s within SLO 100ms at p99"}},
+		{name: "the resnet50 SLO of the docs", slo: 50 * time.Millisecond, wantIn: []string{"req/s within SLO 50ms at p99"}},
+		// 30 ms, below twice the best batch latency: once the SLO/2 rule's
+		// fallback with a warning; now batch-1 slices under 30 ms carry load.
+		{name: "tight SLO: planned by the same model, no warning", slo: 30 * time.Millisecond, wantIn: []string{"req/s within SLO 30ms at p99"}},
 		{name: "met nowhere: refused naming the SLO", slo: 10 * time.Millisecond, wantField: gpu.AnnotationSLO},
-		{name: "explicit SM between SLO/2 and the SLO is warned about", slo: 40 * time.Millisecond, sm: 5, wantIn: []string{"above SLO/2 = 20ms"}},
 		{name: "explicit SM above the SLO is flagged as before", slo: 20 * time.Millisecond, sm: 5, wantIn: []string{"(above the SLO of 20ms)"}},
 	}
 	for _, tt := range tests {
@@ -77,19 +73,24 @@ func TestPlanFunctionHoldsBatchesToHalfTheSLO(t *testing.T) {
 					t.Fatalf("decision %q, want it to say %q", pl.Decision, want)
 				}
 			}
+			if strings.Contains(pl.Decision, "warning") {
+				t.Fatalf("decision %q: no warning fallback any more", pl.Decision)
+			}
 			if tt.sm > 0 {
 				return // an explicit SM % is taken as asked
-			}
-			boundMs := float64(tt.wantBound) / float64(time.Millisecond)
-			if lat, err := LatencyAt(pl.Profile, pl.Base.Batch, float64(pl.Base.SMPercent)); err != nil || lat > boundMs {
-				t.Fatalf("base slice %+v: %.1f ms (%v), want ≤ %s", pl.Base, lat, err, tt.wantBound)
 			}
 			if len(pl.Configs) == 0 {
 				t.Fatal("an autoscaled function needs a menu")
 			}
+			perSM := func(c SliceConfig) float64 {
+				return QueueCapacity(c, tt.slo, DefaultSLOQuantile) / float64(c.SMPercent)
+			}
 			for _, c := range pl.Configs {
-				if lat, _ := LatencyAt(pl.Profile, c.Batch, float64(c.SMPercent)); lat > boundMs {
-					t.Fatalf("menu slice %+v: %.1f ms above the bound %s", c, lat, tt.wantBound)
+				if QueueCapacity(c, tt.slo, DefaultSLOQuantile) <= 0 {
+					t.Fatalf("menu slice %+v carries no load within %s", c, tt.slo)
+				}
+				if perSM(c) > perSM(pl.Base)*(1+1e-9) {
+					t.Fatalf("menu slice %+v serves more per SM %% than the chosen %+v", c, pl.Base)
 				}
 			}
 			if !containsConfig(pl.Configs, pl.Base) {
@@ -108,23 +109,24 @@ func containsConfig(cs []SliceConfig, c SliceConfig) bool {
 	return false
 }
 
-// TestConfigsWithinIsTheBareLatency: ConfigsFromProfile(slo) is
-// ConfigsWithin(slo/2) when that has slices; ConfigsWithin applies no
-// margin (the simulator's packing bound reads it at the SLO).
+// TestConfigsWithinIsTheBareLatency: ConfigsFromProfile(slo) is the
+// slices of ConfigsWithin(slo) that carry load within slo at p99 — for
+// resnet50 at 100 ms, fewer than those whose bare latency meets it;
+// ConfigsWithin applies no margin (the simulator's packing bound reads it
+// at the SLO).
 func TestConfigsWithinIsTheBareLatency(t *testing.T) {
 	p, _, ok := builtin(t).Lookup("resnet50", gpu.V100Product)
 	if !ok {
 		t.Fatal("no resnet50 profile")
 	}
 	slo := 100 * time.Millisecond
-	menu, half, full := ConfigsFromProfile(p, slo, 0), ConfigsWithin(p, slo/2, 0), ConfigsWithin(p, slo, 0)
-	if len(menu) == 0 || len(menu) != len(half) || len(full) <= len(half) {
-		t.Fatalf("menu %d slices, within SLO/2 %d, within the SLO %d: want menu = SLO/2 < SLO", len(menu), len(half), len(full))
+	menu, full := ConfigsFromProfile(p, slo, 0), ConfigsWithin(p, slo, 0)
+	if len(menu) == 0 || len(full) <= len(menu) {
+		t.Fatalf("menu %d slices, within the SLO %d: want 0 < menu < within", len(menu), len(full))
 	}
-	if b, safe := PlanBound(p, slo, 0); b != slo/2 || !safe {
-		t.Fatalf("PlanBound(%s) = %s, %v; want %s, true", slo, b, safe, slo/2)
-	}
-	if b, safe := PlanBound(p, 30*time.Millisecond, 0); b != 30*time.Millisecond || safe {
-		t.Fatalf("PlanBound(30ms) = %s, %v; want the SLO itself, false", b, safe)
+	for _, c := range full {
+		if carries := QueueCapacity(c, slo, DefaultSLOQuantile) > 0; carries != containsConfig(menu, c) {
+			t.Errorf("slice %+v: carries load %v, on the menu %v", c, carries, containsConfig(menu, c))
+		}
 	}
 }

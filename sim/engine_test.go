@@ -123,9 +123,9 @@ func TestBatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.requests), func(t *testing.T) {
-			// SLO 60 ms: faas-gpu holds a batch to SLO/2 = 30 ms
-			// (scheduler.SLOQueueingFactor), and batch 8 at 5 % SM (24 ms)
-			// is the most throughput per SM % within it.
+			// SLO 60 ms: batch 8 at 5 % SM (24 ms) carries the most
+			// within the SLO at p99 (scheduler.QueueCapacity: about 200
+			// req/s, batch 4 about 185) at the least cost.
 			wl := trace(t, strings.Repeat("0,f,mb\n", tt.requests), TraceOptions{SLO: 60 * time.Millisecond})
 			_, done, _ := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{})
 			if len(done) != len(tt.want) {

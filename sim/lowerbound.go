@@ -47,9 +47,10 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		if err != nil {
 			return LowerBound{}, err
 		}
-		// At the SLO itself, as the issue defines the bound: not at the
-		// SLO/2 the faas-gpu policy plans against (ConfigsFromProfile),
-		// which is a policy's choice, not a limit of any packing.
+		// At the SLO itself, as the issue defines the bound: not with the
+		// queueing capacity the faas-gpu policy plans with
+		// (ConfigsFromProfile), which is a policy's choice, not a limit of
+		// any packing.
 		configs := scheduler.ConfigsWithin(m.prof, f.SLO, maxBatch)
 		if len(configs) == 0 {
 			return LowerBound{}, fmt.Errorf("function %s: no slice of %s meets the SLO %s", f.Name, f.Model, f.SLO)

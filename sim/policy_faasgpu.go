@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
@@ -18,17 +19,19 @@ import (
 // engine's replicas, as a backend does:
 //
 //   - a function's slice, batch and autoscaler menu come from
-//     scheduler.PlanFunction on its profile (the most throughput per SM %
-//     among slices whose batch latency is at most SLO/2, so that a request
-//     waiting out a running batch still meets the SLO; with the profile's
-//     batch sizes);
+//     scheduler.PlanFunction on its profile (the slices that carry load
+//     within the SLO at p99 by the queueing model, scheduler.QueueCapacity;
+//     with the profile's batch sizes); a replica added before its load is
+//     known gets the smallest of them;
 //   - replicas are booked by the core's allocator with the model as a
 //     locality hint (on a GPU that holds it, else a node that loaded it,
 //     else best fit), within SM % and memory;
 //   - every second the core's Tick, fed with the request count and the
 //     function's backlog (requests waiting beyond the running batches),
-//     adds replicas (promoting a warm one of the same slice first: no load)
-//     and retires the least efficient ones to warm replicas (model kept in
+//     adds replicas sized for the load they will carry (promoting a warm
+//     one of the same slice first: no load), replaces oversized or small
+//     ones by one cheaper one once it is ready (make-before-break, the old
+//     ones drain), and retires the least efficient ones to warm replicas (model kept in
 //     memory, SM freed), which expire after the warm TTL or are evicted by
 //     placements that need their memory; a request for a function scaled
 //     to zero scales it to one, as the gateway does;
@@ -45,6 +48,11 @@ type faasGPU struct {
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
+	// draining are replicas stopped while finishing what they were sent;
+	// they are released when idle.
+	draining map[*replica]bool
+	// replaced counts replicas retired by a replacement, for tests.
+	replaced int
 }
 
 type fgFn struct {
@@ -119,7 +127,7 @@ func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 }
 
 // capBatch applies a batch cap (Options.MaxBatch) the way PlanFunction
-// would choose under it: scheduler.ChooseSlice (the same SLO/2 rule) with
+// would choose under it: scheduler.ChooseSlice (the same queueing rule) with
 // ChooseOptions.MaxBatch, and the autoscaler's menu without larger
 // batches. An explicit SM % is already planned at batch 1.
 func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch int) (scheduler.Plan, error) {
@@ -149,6 +157,9 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		case lifecycle.Start:
 			p.launch(e, f, ef.Replica, prewarmed)
 		case lifecycle.Demote:
+			if strings.HasPrefix(ef.Why, "replaced by ") {
+				p.replaced++
+			}
 			if r := p.byID[ef.Replica.ID]; r != nil {
 				p.retire(e, f, r)
 			}
@@ -185,7 +196,7 @@ func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed 
 	p.placed++
 	e.launch(r, e.byUUID[v.Placement.GPUs[0]], p.modelCapacity(e, f, r.mem), prewarmed, true)
 	if r.state == repServing {
-		p.core.ReplicaReady(r.id)
+		p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 	}
 }
 
@@ -201,6 +212,16 @@ func (p *faasGPU) stop(e *Engine, f *fgFn, r *replica) {
 	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
 	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
 	delete(p.byID, r.id)
+	if r.state == repRetired && (r.busy || r.queue.len() > 0) {
+		// Out of routing and still finishing what it was sent (a replaced
+		// replica): it drains, as a stopped process or pod does, and goes
+		// when idle.
+		if p.draining == nil {
+			p.draining = map[*replica]bool{}
+		}
+		p.draining[r] = true
+		return
+	}
 	e.release(r)
 }
 
@@ -225,7 +246,9 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 }
 
 func (p *faasGPU) ready(e *Engine, r *replica) {
-	p.core.ReplicaReady(r.id)
+	// A replacement ready retires what it replaces (a Demote or Stop);
+	// those leave routing before the waiting requests are routed.
+	p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 	f := p.fns[r.fn]
 	if f.multi {
 		f.d.drain(e, f.live)
@@ -244,9 +267,13 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 	switch r.state {
 	case repGone, repWarm:
 	case repRetired:
-		if r.queue.len() > 0 {
+		switch {
+		case r.queue.len() > 0:
 			e.serveQueue(r) // out of routing, it finishes what it was sent
-		} else {
+		case p.draining[r]:
+			delete(p.draining, r)
+			e.release(r)
+		default:
 			r.state = repWarm
 		}
 	default:

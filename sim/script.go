@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
@@ -20,6 +21,11 @@ type Script struct {
 	e  *Engine
 	p  *faasGPU
 	t0 time.Time
+	// ReadyAtOnce tells the core every started replica is ready at the
+	// end of each step, as the local backend's emulated workers are. Off,
+	// no replica is ever ready, as the Kubernetes backend's core sees them
+	// (it is not told when a pod is ready), so no resize starts.
+	ReadyAtOnce bool
 }
 
 // NewScript prepares wl's functions (none deployed yet; its arrivals are
@@ -53,7 +59,11 @@ func (s *Script) Deploy(name string, t time.Time) error {
 		return err
 	}
 	s.at(t)
-	return s.p.deploy(s.e, i, s.e.clock(), false)
+	if err := s.p.deploy(s.e, i, s.e.clock(), false); err != nil {
+		return err
+	}
+	s.readyAll()
+	return nil
 }
 
 // Delete removes function name at t.
@@ -64,6 +74,7 @@ func (s *Script) Delete(name string, t time.Time) error {
 		return err
 	}
 	s.p.apply(s.e, res, false)
+	s.readyAll()
 	return nil
 }
 
@@ -83,6 +94,25 @@ func (s *Script) Count(name string, n int, t time.Time) {
 func (s *Script) Tick(t time.Time) {
 	s.at(t)
 	s.p.tick(s.e)
+	s.readyAll()
+}
+
+// readyAll tells the core, with ReadyAtOnce, that every replica started
+// is ready, as the local backend's emulated workers are at once (no event
+// loop runs here to bring a start-up to its end): a replacement then
+// retires what it replaces within the same step, on both.
+func (s *Script) readyAll() {
+	if !s.ReadyAtOnce {
+		return
+	}
+	for _, f := range s.p.fns {
+		if f == nil {
+			continue
+		}
+		for _, r := range slices.Clone(f.live) {
+			s.p.apply(s.e, s.p.core.ReplicaReady(r.id, s.e.clock()), false)
+		}
+	}
 }
 
 // SetInventory tells the core the cluster's GPUs are now inv (a node
@@ -90,6 +120,7 @@ func (s *Script) Tick(t time.Time) {
 func (s *Script) SetInventory(inv gpu.Inventory, t time.Time) {
 	s.at(t)
 	s.p.apply(s.e, s.p.core.SetInventory(inv, s.e.clock()), false)
+	s.readyAll()
 }
 
 // Report is what the core holds now, as /system/gpus shows it: every GPU

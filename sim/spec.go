@@ -518,11 +518,11 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.FastScaleUp = v
 		return nil
 	})
-	f.boolean("queueing", false, "faas-gpu's autoscaler plans against each replica's queueing capacity at the SLO (scheduler.AutoscaleOptions.Queueing; off as the provider ships)", func(s *Spec, v bool) error {
+	f.boolean("no-queueing", false, "faas-gpu's autoscaler plans against each replica's full-batch throughput with 20 % headroom, as before issue 12, not its queueing capacity at the SLO, and does not resize (scheduler.AutoscaleOptions.NoQueueing; an ablation)", func(s *Spec, v bool) error {
 		if s.Options.Autoscale == (scheduler.AutoscaleOptions{}) {
 			s.Options.Autoscale = scheduler.DefaultAutoscaleOptions
 		}
-		s.Options.Autoscale.Queueing = v
+		s.Options.Autoscale.NoQueueing = v
 		return nil
 	})
 	f.boolean("no-backlog", false, "faas-gpu's autoscaler follows the rate alone, not told the requests waiting (an ablation)", func(s *Spec, v bool) error {

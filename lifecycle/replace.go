@@ -1,0 +1,151 @@
+package lifecycle
+
+import (
+	"slices"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// Make-before-break: a replica is replaced (resized, merged, moved) by
+// adding a new pending one that names it (replica.replaces) and retiring
+// the old one only once the new one is Ready. Until then the old one
+// serves, so no request waits for a start-up and none is lost: the old
+// one leaves through the normal path (retire: warm or drained). If the
+// new one never becomes Ready (it does not fit, it is lost, it is scaled
+// away) the old one simply stays.
+
+// replace adds a pending replica of slice cfg for fn that takes old's
+// place once Ready, and returns it. The autoscaler counts the pair once,
+// as the new replica (replacedIDs).
+func (c *Core) replace(fn *function, old *replica, cfg scheduler.SliceConfig, now time.Time, why string, res *Result) *replica {
+	r := c.addPending(fn, cfg, now)
+	r.replaces, r.replaceWhy = old.id, why
+	return r
+}
+
+// merge is replace for several replicas at once: one new replica of cfg
+// takes the place of every replica of olds when Ready.
+func (c *Core) merge(fn *function, olds []*replica, cfg scheduler.SliceConfig, now time.Time, why string, res *Result) *replica {
+	r := c.replace(fn, olds[0], cfg, now, why, res)
+	for _, o := range olds[1:] {
+		r.replacesMore = append(r.replacesMore, o.id)
+	}
+	return r
+}
+
+// replacedIDs are the IDs of fn's live replicas that a live replica of fn
+// is on its way to replace.
+func replacedIDs(fn *function) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range fn.live {
+		if r.replaces != "" {
+			out[r.replaces] = true
+			for _, id := range r.replacesMore {
+				out[id] = true
+			}
+		}
+	}
+	return out
+}
+
+// replacing reports whether some replica of fn is still on its way to
+// replace another.
+func replacing(fn *function) bool {
+	for _, r := range fn.live {
+		if r.replaces != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// completeReplace retires the replicas that r, now Ready, replaces: they
+// leave as any scaled-down replica does (retire), out of routing with
+// what they were sent finishing.
+func (c *Core) completeReplace(fn *function, r *replica, now time.Time, res *Result) {
+	if r.replaces == "" {
+		return
+	}
+	ids := append([]string{r.replaces}, r.replacesMore...)
+	why := r.replaceWhy
+	c.touchReplica(r)
+	r.replaces, r.replacesMore, r.replaceWhy = "", nil, ""
+	for _, id := range ids {
+		old := c.replicas[id]
+		if old == nil || old.fn != fn.key || !slices.Contains(fn.live, old) {
+			continue // gone meanwhile: nothing left to retire
+		}
+		c.retire(fn, old, now, "replaced by "+r.id+": "+why, res)
+		if old.phase == Warm {
+			// Not kept for a scale-up: the resize was made to free what
+			// it holds. Out of routing now, it finishes what it was sent
+			// and is stopped at the next tick (stopReplaced).
+			old.replacedAt = now
+		}
+	}
+	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+}
+
+// forgetReplaced drops the claim of any replica of fn on id (id gone, or
+// retired another way): the replacement stays as an ordinary replica.
+func forgetReplaced(fn *function, id string) {
+	for _, r := range fn.live {
+		if r.replaces == id {
+			if len(r.replacesMore) > 0 {
+				r.replaces, r.replacesMore = r.replacesMore[0], r.replacesMore[1:]
+			} else {
+				r.replaces, r.replaceWhy = "", ""
+			}
+			continue
+		}
+		r.replacesMore = slices.DeleteFunc(r.replacesMore, func(x string) bool { return x == id })
+	}
+}
+
+// cancelStuckReplacements forgets replacements still unplaced a tick after
+// they were asked for (no GPU has room for them now): the replicas they
+// were to replace stay, and the next resize decision starts afresh.
+func (c *Core) cancelStuckReplacements(fn *function, now time.Time) {
+	for _, r := range slices.Clone(fn.live) {
+		if r.replaces != "" && r.placement == nil && now.After(r.pendingSince) {
+			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+			delete(c.replicas, r.id)
+		}
+	}
+}
+
+// stopReplaced stops the warm replicas that a replacement retired before
+// now: they left routing at least a tick ago, with no backlog (Resize
+// makes none while one waits), so what they were sent is done.
+func (c *Core) stopReplaced(now time.Time, res *Result) {
+	for _, fn := range c.order {
+		for _, r := range slices.Clone(fn.warm) {
+			if r.replacedAt.IsZero() || !now.After(r.replacedAt) {
+				continue
+			}
+			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+			c.stop(r, now, "replaced: stopped after leaving routing", res)
+			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+		}
+	}
+}
+
+// needsSuccessor reports whether live replica r of fn, lost, needs a
+// pending one in its place: not while a replacement for it is on the way
+// (that one takes over), nor when it is itself a replacement and some of
+// the replicas it was to replace still serve (they stay).
+func needsSuccessor(fn *function, r *replica) bool {
+	if replacedIDs(fn)[r.id] {
+		return false
+	}
+	if r.replaces == "" {
+		return true
+	}
+	for _, x := range fn.live {
+		if x != r && (x.id == r.replaces || slices.Contains(r.replacesMore, x.id)) {
+			return false
+		}
+	}
+	return true
+}

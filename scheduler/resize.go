@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// ResizeMargin is how much more than the demand a function's replicas
+// must serve after a resize: a resize costs a start-up, so it is made only
+// where a small rise of the load would not call for a scale-up at once
+// (hysteresis against the autoscaler, which adds at capacity < demand).
+const ResizeMargin = 1.25
+
+// ResizeMinSaving is the least share of the replaced replicas' cost a
+// resize must save: below it, the start-up and its model load are not
+// worth it, and two slices of nearly the same cost never swap back and
+// forth.
+const ResizeMinSaving = 0.2
+
+// ResizeInput is what one resize decision reads: no clock, no state.
+type ResizeInput struct {
+	Now time.Time
+	// Rate is the smoothed request rate (req/s); Backlog as in
+	// AutoscaleInput. No resize is made while a backlog waits.
+	Rate, Backlog float64
+	Policy        ScalePolicy
+	// Replicas are the function's replicas in service, all Ready (the
+	// caller asks only when none is starting or being replaced).
+	Replicas []ReplicaCapacity
+	// Configs, SLO and MemoryPercent as in AutoscaleInput.
+	Configs       []SliceConfig
+	SLO           time.Duration
+	MemoryPercent float64
+	// The last scale-up, scale-down and resize: the cool-down runs from
+	// the latest.
+	LastScaleUp, LastScaleDown, LastResize time.Time
+}
+
+// Replacement is a resize: one new replica of New replaces the replicas
+// Old, make-before-break (lifecycle/replace.go).
+type Replacement struct {
+	Old    []string
+	New    SliceConfig
+	Reason string
+}
+
+// Resize decides whether a function with an SLO should replace some of
+// its replicas by one cheaper one (cost: the larger of SM % and the
+// memory's share of a GPU), its capacity from the queueing model (see
+// Autoscale). It considers replacing each replica alone by a smaller
+// slice (an oversized one, after the load fell) and the k smallest
+// together by one (a merge, k ≥ 2): the new replica must carry what the
+// rest leave of the demand x ResizeMargin and cost at most 1 -
+// ResizeMinSaving of those it replaces. It takes the one that saves the
+// most. Nothing happens without an SLO, within the cool-down of any
+// scaling or resize, while a backlog waits, or where the replicas left
+// would fall below the scale minimum.
+func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
+	if in.SLO <= 0 || len(in.Replicas) == 0 || in.Backlog > 0 {
+		return Replacement{}, false
+	}
+	last := in.LastScaleUp
+	for _, t := range []time.Time{in.LastScaleDown, in.LastResize} {
+		if t.After(last) {
+			last = t
+		}
+	}
+	if in.Now.Sub(last) < opts.CoolDown {
+		return Replacement{}, false
+	}
+	sz := newSizer(in.SLO, opts.SLOQuantile, in.MemoryPercent)
+	menu := sz.menu(in.Configs)
+	if len(menu) == 0 {
+		return Replacement{}, false
+	}
+	demand := in.Rate * ResizeMargin
+	total := 0.0
+	for _, r := range in.Replicas {
+		total += sz.capOf(r.Config)
+	}
+	// Candidates: every replica alone, and the k smallest by capacity
+	// (the oldest first among equals: Replicas are oldest first).
+	bySize := make([]ReplicaCapacity, len(in.Replicas))
+	copy(bySize, in.Replicas)
+	sort.SliceStable(bySize, func(i, j int) bool { return sz.capOf(bySize[i].Config) < sz.capOf(bySize[j].Config) })
+	var sets [][]ReplicaCapacity
+	for _, r := range in.Replicas {
+		sets = append(sets, []ReplicaCapacity{r})
+	}
+	for k := 2; k <= len(bySize); k++ {
+		sets = append(sets, bySize[:k])
+	}
+	floor := max(in.Policy.Min, 1)
+	var best Replacement
+	bestSaving := 0.0
+	for _, set := range sets {
+		if len(in.Replicas)-len(set)+1 < floor {
+			continue
+		}
+		capSet, costSet := 0.0, 0.0
+		for _, r := range set {
+			capSet += sz.capOf(r.Config)
+			costSet += sz.cost(r.Config)
+		}
+		need := demand - (total - capSet)
+		if need <= 0 && len(set) == 1 {
+			continue // the autoscaler's scale-down removes it outright
+		}
+		c, ok := cheapestCovering(menu, max(need, 1e-9), sz)
+		if !ok || (len(set) == 1 && c == set[0].Config) {
+			continue
+		}
+		saving := costSet - sz.cost(c)
+		if saving < ResizeMinSaving*costSet || saving <= bestSaving+1e-9 {
+			continue
+		}
+		bestSaving = saving
+		best = Replacement{New: c}
+		for _, r := range set {
+			best.Old = append(best.Old, r.ID)
+		}
+		what := "resize"
+		if len(set) > 1 {
+			what = fmt.Sprintf("merge %d replicas", len(set))
+		}
+		best.Reason = fmt.Sprintf("%s: rate %.1f req/s x %.2f needs %.1f req/s of them; sm %d%% batch %d serves %.1f at cost %.0f, not %.0f",
+			what, in.Rate, ResizeMargin, max(need, 0), c.SMPercent, c.Batch, sz.capOf(c), sz.cost(c), costSet)
+	}
+	return best, len(best.Old) > 0
+}
