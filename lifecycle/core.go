@@ -65,6 +65,12 @@ type Options struct {
 	// warm, for a backend that cannot yet keep a replica running out of
 	// routing (Kubernetes, until its proxy can leave out single pods).
 	NoWarm bool
+	// Consolidate bounds consolidation (scheduler.Consolidate): the most
+	// moves a pass, the cool-down; the zero value takes
+	// scheduler.DefaultConsolidateOptions.
+	Consolidate scheduler.ConsolidateOptions
+	// NoConsolidate never moves a replica to free a GPU.
+	NoConsolidate bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)
@@ -94,6 +100,13 @@ type Core struct {
 	// promoted are the Promote effects of the current operation, emitted
 	// by placeAll in order.
 	promoted []Effect
+
+	// lastMove is when a consolidation move last began or ended: the
+	// next pass waits a cool-down after it.
+	lastMove time.Time
+	// freeing are the GPUs (by UUID) consolidation is emptying: once
+	// their moves are done, the warm replicas left there yield.
+	freeing map[string]bool
 }
 
 type function struct {
@@ -116,6 +129,9 @@ type function struct {
 	lastScale   string
 	scaledUp    uint64
 	scaledDown  uint64
+	// gaps are the last idle gaps seen between its requests (see
+	// observeGap), for the warm replicas' lifetime.
+	gaps []time.Duration
 }
 
 type replica struct {
@@ -128,6 +144,14 @@ type replica struct {
 	pendingSince time.Time
 	reason       string
 	reasonCode   scheduler.NoFitCode
+	// replaces is the ID of the replica this one replaces, make before
+	// break (see replace); "" for an ordinary replica.
+	replaces string
+	// target is the only GPU (UUID) it may be placed on: a consolidation
+	// move's; "" for anywhere.
+	target string
+	// why says what the replacement is for, for its effects' logs.
+	why string
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a
@@ -145,12 +169,15 @@ func New(inv gpu.Inventory, c *cache.Cache, opts Options) *Core {
 	if opts.Plan == nil {
 		opts.Plan = scheduler.PlanFunction
 	}
+	if opts.Consolidate == (scheduler.ConsolidateOptions{}) {
+		opts.Consolidate = scheduler.DefaultConsolidateOptions
+	}
 	if c == nil {
 		c = cache.New(cache.DefaultOptions)
 	}
 	return &Core{
 		opts: opts, inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c,
-		functions: map[string]*function{}, replicas: map[string]*replica{},
+		functions: map[string]*function{}, replicas: map[string]*replica{}, freeing: map[string]bool{},
 	}
 }
 

@@ -37,6 +37,16 @@ func (c *Core) ReplicaGone(id string, now time.Time) Result {
 			break
 		}
 		inService := slices.Contains(fn.live, r)
+		// A replacement lost before it took over leaves the replica it was
+		// to replace as it is; a replica lost while its replacement is on
+		// the way is replaced by it.
+		if nr := replacementOf(fn, r); nr != nil {
+			nr.replaces, nr.target = "", ""
+			inService = false
+		}
+		if r.replacing() {
+			inService = false
+		}
 		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
 		c.release(r, now)

@@ -24,20 +24,24 @@ func (c *Core) ObserveLoad(key string, l Load) {
 	if !ok {
 		return
 	}
-	fn.load = l
 	if l.LastRequest.After(fn.lastRequest) {
+		fn.observeGap(l.LastRequest.Sub(fn.lastRequest))
 		fn.lastRequest = l.LastRequest
 	}
+	fn.load = l
 }
 
-// Tick runs one pass at now: warm replicas idle longer than the warm TTL
-// are stopped; each function's request rate is smoothed and, for a
-// function with an SLO and a profile (or with scale to zero), the
-// autoscaler's decision is applied; pending replicas are placed.
+// Tick runs one pass at now: replacements that are ready take over from
+// the replicas they replace; warm replicas past their lifetime
+// (scheduler.WarmExpired) are stopped; each function's request rate is
+// smoothed and, for a function with an SLO and a profile (or with scale
+// to zero), the autoscaler's decision is applied; a consolidation pass
+// may move replicas to free a GPU; pending replicas are placed.
 func (c *Core) Tick(now time.Time) Result {
 	c.begin()
 	defer c.begin() // nothing of a tick is undone
 	var res Result
+	settled := c.settleReplacements(now, &res)
 	c.expireWarm(now, &res)
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
@@ -56,6 +60,9 @@ func (c *Core) Tick(now time.Time) Result {
 			in.Configs = fn.plan.Configs
 		}
 		for _, r := range fn.live {
+			if r.replacing() {
+				continue // the replica it replaces counts for the pair
+			}
 			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
 		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
@@ -80,11 +87,12 @@ func (c *Core) Tick(now time.Time) Result {
 		if len(d.Remove) > 0 {
 			fn.scaledDown++
 		}
-		fn.desired = len(fn.live)
+		fn.desired = c.serving(fn)
 		fn.lastScale = d.Reason
 		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	}
+	c.consolidate(now, settled, &res)
 	c.placeAll(now, &res)
 	return res
 }
@@ -103,14 +111,39 @@ func (c *Core) memoryPercent(bytes int64) float64 {
 	return 100 * float64(bytes) / float64(most)
 }
 
-// expireWarm stops warm replicas idle for longer than the warm TTL.
+// expireWarm stops warm replicas past their lifetime: scheduler.WarmExpired
+// on how long each has been warm, how long its function has been idle and
+// its idle gaps, and its GPU's free memory, with the warm TTL the upper
+// bound.
 func (c *Core) expireWarm(now time.Time, res *Result) {
-	for _, id := range c.cache.Expired(now, c.opts.WarmTTL) {
-		r := c.replicas[id]
+	idle := c.cache.Idle("")
+	if len(idle) == 0 {
+		return
+	}
+	free := map[string]float64{}
+	for _, u := range c.alloc.Usage() {
+		if u.Device.MemoryBytes > 0 {
+			free[u.Device.UUID] = 1 - float64(u.MemoryAllocated)/float64(u.Device.MemoryBytes)
+		}
+	}
+	for _, ir := range idle {
+		r := c.replicas[ir.ID]
 		if r == nil || r.phase != Warm {
 			continue
 		}
 		fn := c.functions[r.fn]
+		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
+		if r.placement != nil && len(r.placement.GPUs) > 0 {
+			if f, ok := free[r.placement.GPUs[0]]; ok {
+				in.FreeMemory = f
+			}
+		}
+		if fn != nil {
+			in.IdleFor, in.Gaps = now.Sub(fn.lastRequest), fn.gaps
+		}
+		if !scheduler.WarmExpired(in) {
+			continue
+		}
 		if fn != nil {
 			for i, w := range fn.warm {
 				if w == r {
@@ -125,6 +158,24 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 		}
 	}
+}
+
+// maxGaps is how many idle gaps a function remembers: enough for a
+// 90th percentile, few enough to follow a change of pattern.
+const maxGaps = 32
+
+// observeGap records the time between the last request seen and the last
+// one now: the idle gap before the new requests when one arrived, an
+// upper bound of it when several did (the lifetime errs long). Gaps
+// shorter than scheduler.MinIdleGap are not idle.
+func (fn *function) observeGap(d time.Duration) {
+	if d < scheduler.MinIdleGap {
+		return
+	}
+	if len(fn.gaps) == maxGaps {
+		fn.gaps = append(fn.gaps[:0], fn.gaps[1:]...)
+	}
+	fn.gaps = append(fn.gaps, d)
 }
 
 // Scaled is one autoscaler decision applied, for logs and metrics.
