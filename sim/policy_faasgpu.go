@@ -196,11 +196,26 @@ func (p *faasGPU) modelCapacity(e *Engine, f *fgFn, mem int64) int64 {
 	return max(mem-(m.memory-m.size), 0)
 }
 
-// stop ends a replica the core let go (a warm one expired or evicted).
+// stop ends a replica the core let go (a warm one expired, evicted or
+// yielding to consolidation). One that still holds requests drains first,
+// as a stopped process or pod finishes what it was sent: out of routing,
+// its model still in its memory for them (the core's allocator has
+// already released its booking, and with it the cache's record, which the
+// drain puts back until it goes).
 func (p *faasGPU) stop(e *Engine, f *fgFn, r *replica) {
 	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
 	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
 	delete(p.byID, r.id)
+	if r.started && r.gpu != nil && (r.busy || r.queue.len() > 0) {
+		e.retire(r)
+		r.stopping = true
+		e.cache.AddReplica(r.id, r.gpu.dev.UUID, r.gpu.dev.Node, p.modelCapacity(e, f, r.mem))
+		if !f.multi {
+			m := e.models[f.model]
+			e.cache.Preload(r.id, m.name, m.size, e.clock())
+		}
+		return
+	}
 	e.release(r)
 }
 
@@ -244,9 +259,12 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 	switch r.state {
 	case repGone, repWarm:
 	case repRetired:
-		if r.queue.len() > 0 {
+		switch {
+		case r.queue.len() > 0:
 			e.serveQueue(r) // out of routing, it finishes what it was sent
-		} else {
+		case r.stopping:
+			e.release(r)
+		default:
 			r.state = repWarm
 		}
 	default:
