@@ -84,6 +84,7 @@ func (p *faasGPU) setup(e *Engine) {
 	maxBatch := e.opts.MaxBatch
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
+		NoConsolidate: e.opts.NoConsolidate,
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
 		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
