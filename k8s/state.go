@@ -79,8 +79,14 @@ type drain struct {
 // stopped replica's booking is held until its pods are gone. A replica
 // taken out of service is kept warm: its pod stays, labelled out of
 // routing (LabelWarm), its model in memory.
+//
+// Consolidation is off: a move is make before break, the old replica goes
+// once its replacement is ready (lifecycle.Core.ReplicaReady), and this
+// backend does not tell the core which booking is ready — a group's pods
+// are interchangeable and not tied to bookings — so a replacement would
+// never take over.
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, NewID: newReplicaID, NoConsolidate: true}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {

@@ -48,6 +48,9 @@ type Config struct {
 	// WarmTTL is how long an idle warm replica keeps its model before it
 	// is stopped.
 	WarmTTL time.Duration
+	// NoConsolidate never moves a replica to free a GPU (serve
+	// -consolidate=false).
+	NoConsolidate bool
 	// NodeLoadFactor is the share of a cold load a load from the node tier
 	// (host memory or local disk) takes.
 	NodeLoadFactor float64
@@ -169,7 +172,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
-			NewID: newReplicaID}),
+			NoConsolidate: cfg.NoConsolidate, NewID: newReplicaID}),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
