@@ -71,8 +71,8 @@ func (c *Core) consolidate(now time.Time, settled map[string]bool, res *Result) 
 
 // fixed reports whether replica id keeps its GPU in use this pass: it is
 // not a plain replica in service or warm (starting, draining, unknown),
-// spans GPUs, or its function is new, scaling, waiting for room or in a
-// move.
+// spans GPUs, or its function is new, scaling up (or, for one in service,
+// down), waiting for room or in a move.
 func (c *Core) fixed(id string, now time.Time) bool {
 	r := c.replicas[id]
 	if r == nil || r.placement == nil || len(r.placement.GPUs) != 1 || (r.phase != Ready && r.phase != Warm) {
@@ -83,7 +83,13 @@ func (c *Core) fixed(id string, now time.Time) bool {
 		return true
 	}
 	cd := c.opts.Consolidate.CoolDown
-	if now.Sub(fn.createdAt) < cd || now.Sub(fn.lastUp) < cd || now.Sub(fn.lastDown) < cd {
+	if now.Sub(fn.createdAt) < cd || now.Sub(fn.lastUp) < cd {
+		return true
+	}
+	// A scale-down is what makes a warm replica; it does not make one
+	// likelier to be needed, so only a replica in service stays put while
+	// its function scales down.
+	if r.phase == Ready && now.Sub(fn.lastDown) < cd {
 		return true
 	}
 	for _, x := range fn.live {
