@@ -41,12 +41,16 @@ func (c *Core) consolidate(now time.Time, settled map[string]bool, res *Result) 
 		return
 	}
 	in := scheduler.ConsolidateInput{Now: now, LastChange: c.lastMove, Busy: busy}
+	warmSince := map[string]time.Time{}
+	for _, ir := range c.cache.Idle("") {
+		warmSince[ir.ID] = ir.Since
+	}
 	for _, u := range usage {
 		g := scheduler.ConsolidateGPU{UUID: u.Device.UUID, Product: u.Device.Product, MemoryBytes: u.Device.MemoryBytes}
 		for _, id := range sortedIDs(u.Replicas) {
 			b := u.Replicas[id]
 			g.Replicas = append(g.Replicas, scheduler.ConsolidateReplica{ID: id, SMPercent: b.Slice.SMPercent,
-				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, now)})
+				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, warmSince, now)})
 		}
 		in.GPUs = append(in.GPUs, g)
 	}
@@ -72,8 +76,9 @@ func (c *Core) consolidate(now time.Time, settled map[string]bool, res *Result) 
 // fixed reports whether replica id keeps its GPU in use this pass: it is
 // not a plain replica in service or warm (starting, draining, unknown),
 // spans GPUs, or its function is new, scaling up (or, for one in service,
-// down), waiting for room or in a move.
-func (c *Core) fixed(id string, now time.Time) bool {
+// down), waiting for room or in a move; a warm one also while just made
+// or while its function has none in service.
+func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
 	r := c.replicas[id]
 	if r == nil || r.placement == nil || len(r.placement.GPUs) != 1 || (r.phase != Ready && r.phase != Warm) {
 		return true
@@ -86,11 +91,20 @@ func (c *Core) fixed(id string, now time.Time) bool {
 	if now.Sub(fn.createdAt) < cd || now.Sub(fn.lastUp) < cd {
 		return true
 	}
-	// A scale-down is what makes a warm replica; it does not make one
-	// likelier to be needed, so only a replica in service stays put while
-	// its function scales down.
-	if r.phase == Ready && now.Sub(fn.lastDown) < cd {
-		return true
+	switch r.phase {
+	case Ready:
+		if now.Sub(fn.lastDown) < cd {
+			return true
+		}
+	case Warm:
+		// A scale-down is what makes a warm replica; it does not make one
+		// likelier to be needed. A warm replica yields unless it is just
+		// made (it lives at least the autoscaler's cool-down) or its
+		// function has none in service: then a request would wait out a
+		// cold start, and the warm lifetime alone decides.
+		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 {
+			return true
+		}
 	}
 	for _, x := range fn.live {
 		if x.placement == nil || x.replacing() {

@@ -170,3 +170,48 @@ func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
 		}
 	}
 }
+
+// A GPU left holding only warm replicas is freed by consolidation — they
+// yield — unless one is just made or its function has no replica in
+// service (a request would then wait out a cold start: its warm lifetime
+// alone decides). Seen failing with warm replicas held while their
+// function scaled down: the cost run's falling load kept such GPUs.
+func TestWarmOnlyGPUYields(t *testing.T) {
+	tests := []struct {
+		name  string
+		to    int           // f scaled to, at t0 + 90 s
+		check time.Duration // since then
+		yield bool
+	}{
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, true},
+		{"just made: kept", 1, 10 * time.Second, false},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(inventory(1, 2), nil, Options{})
+			spec := fn("f", 60, 2, 0, 2)
+			spec.Scale.Zero = true
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
+				t.Fatal(err)
+			}
+			c.ReplicaReady("f-1")
+			c.ReplicaReady("f-2")
+			down := t0.Add(90 * time.Second)
+			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: down})
+			if _, _, err := c.Scale("openfaas-fn", "f", tc.to, down); err != nil {
+				t.Fatal(err)
+			}
+			res := c.Tick(down.Add(tc.check))
+			yielded := slices.ContainsFunc(res.Effects, func(e Effect) bool {
+				return e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation")
+			})
+			if yielded != tc.yield {
+				t.Errorf("yielded: %v, want %v (%q)", yielded, tc.yield, effectsAbout(res))
+			}
+		})
+	}
+}
