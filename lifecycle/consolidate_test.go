@@ -215,3 +215,37 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		})
 	}
 }
+
+// A replacement is recorded only once it has taken over, so that a
+// restart in between brings back the replica it was to replace alone.
+func TestReplacementRecordedOnceItTakesOver(t *testing.T) {
+	c := consolidationCore(t, Options{})
+	placed := func(res Result) []string {
+		var ids []string
+		for _, e := range res.Effects {
+			if e.Kind == Write && e.Function == "openfaas-fn/b" {
+				ids = nil
+				for _, p := range e.Record.Placed {
+					if !p.Idle {
+						ids = append(ids, p.ID)
+					}
+				}
+			}
+		}
+		return ids
+	}
+	move := t0.Add(2 * time.Minute)
+	res := c.Tick(move)
+	if got := placed(res); !slices.Equal(got, []string{"b-3"}) {
+		t.Fatalf("record while b-4 starts: %q in service, want b-3 alone", got)
+	}
+	rec := res.Effects[slices.IndexFunc(res.Effects, func(e Effect) bool { return e.Kind == Write && e.Function == "openfaas-fn/b" })].Record
+	r := New(inventory(1, 2), nil, Options{})
+	if _, _ = r.Restore([]Record{*rec}, move); r.Live("openfaas-fn/b") != 1 {
+		t.Fatalf("restored mid-move: %d replicas of b, want 1", r.Live("openfaas-fn/b"))
+	}
+	c.ReplicaReady("b-4")
+	if got := placed(c.Tick(move.Add(time.Second))); !slices.Equal(got, []string{"b-4"}) {
+		t.Fatalf("record once b-4 took over: %q in service, want b-4", got)
+	}
+}

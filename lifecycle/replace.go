@@ -18,13 +18,12 @@ import (
 
 // replace adds a pending replica of slice cfg that replaces old once it is
 // ready, and returns it. The caller may constrain where it goes (target,
-// for a consolidation move) before placeAll places it.
+// for a consolidation move) before placeAll places it. res is where a
+// caller's effects go; adding a replacement has none of its own until it
+// is placed.
 func (c *Core) replace(fn *function, old *replica, cfg scheduler.SliceConfig, now time.Time, why string, res *Result) *replica {
 	nr := c.addPending(fn, cfg, now)
 	nr.replaces, nr.why = old.id, why
-	if fn.key != "" {
-		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
-	}
 	return nr
 }
 
