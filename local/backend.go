@@ -619,6 +619,11 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 		b.log.Info("warm replica expired", zap.String("function", name), zap.String("replica", r.id))
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	default:
+		if e.Why != "" && e.Why != "function removed" && e.Why != "function updated" {
+			// Consolidation's yields and moves given up, and replicas
+			// retired where there are no warm ones: say why.
+			b.log.Info("replica stopped", zap.String("function", name), zap.String("replica", r.id), zap.String("why", e.Why))
+		}
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	}
 	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}, true

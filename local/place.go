@@ -28,6 +28,10 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	}
 	r := &replica{id: e.Replica.ID, fn: e.Function, config: e.Replica.Config}
 	p := *e.Replica.Placement
+	if e.Why != "" { // a replacement: a consolidation move
+		b.log.Info("replica started", zap.String("function", name), zap.String("replica", r.id), zap.Strings("gpus", p.GPUs), zap.String("why", e.Why))
+		b.logs.Append(ns, name, r.id, e.Why, now)
+	}
 	sink := func(instance, text string) {
 		if !r.quiet.Load() {
 			b.logs.Append(ns, name, instance, text, time.Now())
