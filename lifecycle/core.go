@@ -130,8 +130,13 @@ type function struct {
 	scaledUp    uint64
 	scaledDown  uint64
 	// gaps are the last idle gaps seen between its requests (see
-	// observeGap), for the warm replicas' lifetime.
-	gaps []time.Duration
+	// observeQuiet), for the warm replicas' lifetime; seen is the request
+	// count at the last tick, quiet whether a tick since passed with none,
+	// from the last request before it (quietFrom).
+	gaps      []time.Duration
+	seen      uint64
+	quiet     bool
+	quietFrom time.Time
 }
 
 type replica struct {

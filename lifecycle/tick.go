@@ -25,7 +25,6 @@ func (c *Core) ObserveLoad(key string, l Load) {
 		return
 	}
 	if l.LastRequest.After(fn.lastRequest) {
-		fn.observeGap(l.LastRequest.Sub(fn.lastRequest))
 		fn.lastRequest = l.LastRequest
 	}
 	fn.load = l
@@ -42,6 +41,9 @@ func (c *Core) Tick(now time.Time) Result {
 	defer c.begin() // nothing of a tick is undone
 	var res Result
 	settled := c.settleReplacements(now, &res)
+	for _, fn := range c.order {
+		fn.observeQuiet()
+	}
 	c.expireWarm(now, &res)
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
@@ -164,18 +166,29 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 // 90th percentile, few enough to follow a change of pattern.
 const maxGaps = 32
 
-// observeGap records the time between the last request seen and the last
-// one now: the idle gap before the new requests when one arrived, an
-// upper bound of it when several did (the lifetime errs long). Gaps
-// shorter than scheduler.MinIdleGap are not idle.
-func (fn *function) observeGap(d time.Duration) {
-	if d < scheduler.MinIdleGap {
-		return
+// observeQuiet follows fn's idle gaps, once a tick: a tick with no new
+// request starts (or continues) a quiet spell from the last request seen;
+// the first request after one ends it, and the time from the last request
+// before it to the last one now is recorded — the gap itself when one
+// request came, an upper bound when several did (the lifetime errs long).
+// A function with a request every tick has no idle gaps, however its
+// requests are spread: the core cannot see finer than a tick.
+func (fn *function) observeQuiet() {
+	switch {
+	case fn.load.Requests == fn.seen:
+		if !fn.quiet {
+			fn.quiet, fn.quietFrom = true, fn.lastRequest
+		}
+	case fn.quiet:
+		fn.quiet = false
+		if d := fn.lastRequest.Sub(fn.quietFrom); d >= scheduler.MinIdleGap {
+			if len(fn.gaps) == maxGaps {
+				fn.gaps = append(fn.gaps[:0], fn.gaps[1:]...)
+			}
+			fn.gaps = append(fn.gaps, d)
+		}
 	}
-	if len(fn.gaps) == maxGaps {
-		fn.gaps = append(fn.gaps[:0], fn.gaps[1:]...)
-	}
-	fn.gaps = append(fn.gaps, d)
+	fn.seen = fn.load.Requests
 }
 
 // Scaled is one autoscaler decision applied, for logs and metrics.
