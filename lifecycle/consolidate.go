@@ -34,10 +34,14 @@ func (c *Core) consolidate(now time.Time, settled map[string]bool, res *Result) 
 			}
 		}
 	}
+	o := c.opts.Consolidate
+	due := o.Due(now, c.lastMove, busy)
+	if len(c.freeing) == 0 && !due {
+		return // nothing to yield, no pass: no snapshot to take
+	}
 	usage := c.alloc.Usage()
 	c.yieldFreed(usage, from, now, res)
-	o := c.opts.Consolidate
-	if !o.Due(now, c.lastMove, busy) {
+	if !due {
 		return
 	}
 	in := scheduler.ConsolidateInput{Now: now, LastChange: c.lastMove, Busy: busy}

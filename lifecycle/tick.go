@@ -122,12 +122,6 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 	if len(idle) == 0 {
 		return
 	}
-	free := map[string]float64{}
-	for _, u := range c.alloc.Usage() {
-		if u.Device.MemoryBytes > 0 {
-			free[u.Device.UUID] = 1 - float64(u.MemoryAllocated)/float64(u.Device.MemoryBytes)
-		}
-	}
 	for _, ir := range idle {
 		r := c.replicas[ir.ID]
 		if r == nil || r.phase != Warm {
@@ -136,8 +130,8 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		fn := c.functions[r.fn]
 		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
 		if r.placement != nil && len(r.placement.GPUs) > 0 {
-			if f, ok := free[r.placement.GPUs[0]]; ok {
-				in.FreeMemory = f
+			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
+				in.FreeMemory = 1 - float64(used)/float64(capacity)
 			}
 		}
 		if fn != nil {

@@ -551,6 +551,18 @@ func (a *Allocator) Usage() []GPUUsage {
 	return out
 }
 
+// Memory is GPU uuid's memory booked and its capacity, without a
+// snapshot of every GPU; ok is false for a GPU not in the inventory.
+func (a *Allocator) Memory(uuid string) (used, capacity int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.byUUID[uuid]
+	if !ok {
+		return 0, 0, false
+	}
+	return g.memUsed, g.dev.MemoryBytes, true
+}
+
 // Placements lists every booked replica.
 func (a *Allocator) Placements() map[string]Placement {
 	a.mu.Lock()
