@@ -27,7 +27,8 @@ func TestParityWithTheSimulator(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	parity.Play(t, t0, []string{"kubernetes", "sim"}, map[string]parity.Runner{
 		"kubernetes": newStateRunner(cat.Store),
-		"sim":        parity.NewSimRunner(t, cat, sim.Options{}, t0),
+		// With this backend's options: no consolidation (coreOptions).
+		"sim": parity.NewSimRunner(t, cat, sim.Options{NoConsolidate: true}, t0),
 	}, false)
 }
 
