@@ -125,6 +125,7 @@ type serveOptions struct {
 	localityBound    int64
 	tick             time.Duration
 	warmTTL          time.Duration
+	consolidate      bool
 	headroom         float64
 	queueing         bool
 	coolDown         time.Duration
@@ -175,7 +176,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.Float64Var(&o.headroom, "autoscale-headroom", scheduler.DefaultAutoscaleOptions.Headroom, "capacity the autoscaler keeps above the observed rate (1.2 = 20 % spare)")
 	fs.BoolVar(&o.queueing, "autoscale-queueing", true, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99 and resize replicas to their load; false: the rate plus headroom over full-batch throughput, no resizing (docs/scheduling.md)")
 	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
-	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "how long a scaled-down replica keeps its model in GPU memory")
+	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "the longest a scaled-down replica keeps its model in GPU memory (shorter for a function idle beyond its usual gaps or a crowded GPU: docs/scheduling.md)")
+	fs.BoolVar(&o.consolidate, "consolidate", true, "move replicas, make before break, to free a GPU whose replicas fit on the others (local mode; off on Kubernetes: docs/scheduling.md)")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.Usage = func() {
@@ -657,17 +659,18 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 		return nil, "", err
 	}
 	b, err := local.New(local.Config{
-		Templates:  templates,
-		StateDir:   o.stateDir,
-		Inventory:  inv,
-		MPSPipeDir: o.mpsPipeDir,
-		Emulation:  local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
-		Load:       load,
-		Profiles:   store,
-		Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
-		Tick:       o.tick,
-		WarmTTL:    o.warmTTL,
-		Log:        log.Named("local"),
+		Templates:     templates,
+		StateDir:      o.stateDir,
+		Inventory:     inv,
+		MPSPipeDir:    o.mpsPipeDir,
+		Emulation:     local.Emulation{Latency: o.emulatedLatency, LoadTime: o.emulatedLoadTime},
+		Load:          load,
+		Profiles:      store,
+		Autoscale:     scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
+		Tick:          o.tick,
+		WarmTTL:       o.warmTTL,
+		NoConsolidate: !o.consolidate,
+		Log:           log.Named("local"),
 	})
 	if err != nil {
 		return nil, "", err

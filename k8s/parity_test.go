@@ -29,8 +29,9 @@ func TestParityWithTheSimulator(t *testing.T) {
 	parity.Play(t, t0, []string{"kubernetes", "sim"}, map[string]parity.Runner{
 		"kubernetes": newStateRunner(cat.Store),
 		// The core on Kubernetes is not told when a pod is ready (so it
-		// starts no resize): the simulator's replicas are never ready either.
-		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0, false),
+		// starts no resize): the simulator's replicas are never ready
+		// either; and it does not consolidate (coreOptions).
+		"sim": parity.NewSimRunner(t, cat, sim.Options{NoConsolidate: true}, t0, false),
 	}, false)
 }
 

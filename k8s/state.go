@@ -85,8 +85,13 @@ type drain struct {
 // taken out of service is kept warm: its pod stays, labelled out of
 // routing (LabelWarm), its model in memory; its SM share is held until
 // that label is written (confirmDemotes).
+//
+// Consolidation is off: a move is make before break, the old replica goes
+// once its replacement is ready (lifecycle.Core.ReplicaReady), and this
+// backend does not yet tell the core which booking is ready, so a
+// replacement would never take over.
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID, NoConsolidate: true}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {

@@ -70,6 +70,12 @@ type Options struct {
 	// warm (Kubernetes with -k8s-warm-replicas=false, scripted simulator
 	// runs).
 	NoWarm bool
+	// Consolidate bounds consolidation (scheduler.Consolidate): the most
+	// moves a pass, the cool-down; the zero value takes
+	// scheduler.DefaultConsolidateOptions.
+	Consolidate scheduler.ConsolidateOptions
+	// NoConsolidate never moves a replica to free a GPU.
+	NoConsolidate bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)
@@ -99,6 +105,16 @@ type Core struct {
 	// promoted are the Promote effects of the current operation, emitted
 	// by placeAll in order.
 	promoted []Effect
+
+	// lastMove is when a consolidation move last began or ended: the
+	// next pass waits a cool-down after it.
+	lastMove time.Time
+	// freeing are the GPUs (by UUID) consolidation is emptying: once
+	// their moves are done, the warm replicas left there yield.
+	freeing map[string]bool
+	// settled are the GPUs whose moved replicas a replacement retired
+	// since the last consolidation pass.
+	settled map[string]bool
 }
 
 type function struct {
@@ -122,6 +138,14 @@ type function struct {
 	lastScale   string
 	scaledUp    uint64
 	scaledDown  uint64
+	// gaps are the last idle gaps seen between its requests (see
+	// observeQuiet), for the warm replicas' lifetime; seen is the request
+	// count at the last tick, quiet whether a tick since passed with none,
+	// from the last request before it (quietFrom).
+	gaps      []time.Duration
+	seen      uint64
+	quiet     bool
+	quietFrom time.Time
 }
 
 type replica struct {
@@ -146,6 +170,9 @@ type replica struct {
 	// replacedAt is when a replacement retired this replica to a warm
 	// one; it is stopped at the next tick. Zero: not replaced.
 	replacedAt time.Time
+	// target is the only GPU (UUID) a replacement may be placed on: a
+	// consolidation move's; "" for anywhere.
+	target string
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a
@@ -163,12 +190,15 @@ func New(inv gpu.Inventory, c *cache.Cache, opts Options) *Core {
 	if opts.Plan == nil {
 		opts.Plan = scheduler.PlanFunction
 	}
+	if opts.Consolidate == (scheduler.ConsolidateOptions{}) {
+		opts.Consolidate = scheduler.DefaultConsolidateOptions
+	}
 	if c == nil {
 		c = cache.New(cache.DefaultOptions)
 	}
 	return &Core{
 		opts: opts, inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c,
-		functions: map[string]*function{}, replicas: map[string]*replica{},
+		functions: map[string]*function{}, replicas: map[string]*replica{}, freeing: map[string]bool{}, settled: map[string]bool{},
 	}
 }
 

@@ -114,7 +114,10 @@ func (r *replica) view() ReplicaView {
 func (fn *function) record() *Record {
 	rec := &Record{Function: fn.spec, Replicas: fn.desired, CreatedAt: fn.createdAt}
 	for _, r := range fn.live {
-		if r.placement != nil {
+		// A replacement is recorded once it has taken over: a restart
+		// before then forgets the move, and the replica it was to replace
+		// comes back alone.
+		if r.placement != nil && !r.replacing() {
 			rec.Placed = append(rec.Placed, PlacedReplica{ID: r.id, Placement: *r.placement, Config: r.config})
 		}
 	}

@@ -184,6 +184,12 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 		order = append(order, fn.live...)
 		order = append(order, fn.warm...)
 	}
+	// A warm replica rebooked is as long idle as before: its lifetime
+	// does not start again.
+	since := map[string]time.Time{}
+	for _, ir := range c.cache.Idle("") {
+		since[ir.ID] = ir.Since
+	}
 	var lost []string
 	for _, r := range order {
 		p, ok := held[r.id]
@@ -197,7 +203,11 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 			continue
 		}
 		if r.phase == Warm && !r.demoting {
-			_ = a.Demote(r.id, now)
+			idle := now
+			if t, ok := since[r.id]; ok {
+				idle = t
+			}
+			_ = a.Demote(r.id, idle)
 		}
 		var own gpu.Request
 		if fn := c.functions[r.fn]; fn != nil {

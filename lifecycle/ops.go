@@ -93,6 +93,7 @@ func (c *Core) Scale(namespace, name string, n int, now time.Time) (Result, int,
 		fn.lastRequest = now // a scale-up is demand: not idle
 	}
 	fn.desired = want
+	c.cancelReplacements(fn, now, "scaled by hand: move given up", &res)
 	for len(fn.live) > want {
 		victim := len(fn.live) - 1
 		for i := len(fn.live) - 1; i >= 0; i-- {
@@ -267,13 +268,20 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 	loading := map[string]map[string]bool{}
 	for _, fn := range c.order {
 		placed := false
+		var unmoved []*replica
 		for _, r := range fn.live {
 			if r.placement != nil {
 				continue
 			}
 			model := fn.plan.Request.Model
-			p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model]})
+			p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target})
 			res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
+			if err != nil && r.target != "" {
+				// A move whose target filled meanwhile: the replica it
+				// was to replace stays where it is.
+				unmoved = append(unmoved, r)
+				continue
+			}
 			if err != nil {
 				if r.reason != err.Error() {
 					c.touchReplica(r)
@@ -306,8 +314,11 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 			}
 			c.touchReplica(r)
 			r.placement, r.reason, r.reasonCode, r.phase = &p, "", "", Starting
-			res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view()})
+			res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy})
 			placed = true
+		}
+		for _, r := range unmoved {
+			c.dropReplacement(fn, r, now, "move given up: its target GPU has no room", res)
 		}
 		if placed {
 			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})

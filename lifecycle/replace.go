@@ -17,11 +17,51 @@ import (
 
 // replace adds a pending replica of slice cfg for fn that takes old's
 // place once Ready, and returns it. The autoscaler counts the pair once,
-// as the new replica (replacedIDs).
+// as the new replica (replacedIDs). The caller may constrain where it goes
+// (target, for a consolidation move) before placeAll places it.
 func (c *Core) replace(fn *function, old *replica, cfg scheduler.SliceConfig, now time.Time, why string, res *Result) *replica {
 	r := c.addPending(fn, cfg, now)
 	r.replaces, r.replaceWhy = old.id, why
 	return r
+}
+
+// replacing reports whether r is a replacement that has not taken over
+// yet.
+func (r *replica) replacing() bool { return r.replaces != "" }
+
+// serving is how many replicas fn has in service or on their way, a
+// replacement and the replicas it replaces counting once, as the
+// replacement.
+func (c *Core) serving(fn *function) int {
+	return len(fn.live) - len(replacedIDs(fn))
+}
+
+// replacementOf is the live replacement of old in fn, nil if none.
+func replacementOf(fn *function, old *replica) *replica {
+	for _, r := range fn.live {
+		if r.replaces == old.id || slices.Contains(r.replacesMore, old.id) {
+			return r
+		}
+	}
+	return nil
+}
+
+// cancelReplacements gives up fn's replacements not yet ready (a scale by
+// hand decides the count afresh): a pending one is forgotten, a starting
+// one stopped; the replicas they were to replace stay.
+func (c *Core) cancelReplacements(fn *function, now time.Time, why string, res *Result) {
+	for _, r := range slices.Clone(fn.live) {
+		if r.replacing() {
+			c.dropReplacement(fn, r, now, why, res)
+		}
+	}
+}
+
+// dropReplacement takes replacement r out of fn and ends it.
+func (c *Core) dropReplacement(fn *function, r *replica, now time.Time, why string, res *Result) {
+	fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+	c.stop(r, now, why, res)
+	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }
 
 // merge is replace for several replicas at once: one new replica of cfg
@@ -49,9 +89,9 @@ func replacedIDs(fn *function) map[string]bool {
 	return out
 }
 
-// replacing reports whether some replica of fn is still on its way to
+// anyReplacing reports whether some replica of fn is still on its way to
 // replace another.
-func replacing(fn *function) bool {
+func anyReplacing(fn *function) bool {
 	for _, r := range fn.live {
 		if r.replaces != "" {
 			return true
@@ -68,13 +108,21 @@ func (c *Core) completeReplace(fn *function, r *replica, now time.Time, res *Res
 		return
 	}
 	ids := append([]string{r.replaces}, r.replacesMore...)
-	why := r.replaceWhy
+	why, moved := r.replaceWhy, r.target != ""
 	c.touchReplica(r)
-	r.replaces, r.replacesMore, r.replaceWhy = "", nil, ""
+	r.replaces, r.replacesMore, r.replaceWhy, r.target = "", nil, "", ""
+	if moved {
+		c.lastMove = now // consolidation's cool-down starts again
+	}
 	for _, id := range ids {
 		old := c.replicas[id]
 		if old == nil || old.fn != fn.key || !slices.Contains(fn.live, old) {
 			continue // gone meanwhile: nothing left to retire
+		}
+		if moved && old.placement != nil {
+			// Its GPU's warm replicas yield at the next pass, once this
+			// one has drained (consolidate).
+			c.settled[old.placement.GPUs[0]] = true
 		}
 		c.retire(fn, old, now, "replaced by "+r.id+": "+why, res)
 		if old.phase == Warm {
@@ -95,7 +143,7 @@ func forgetReplaced(fn *function, id string) {
 			if len(r.replacesMore) > 0 {
 				r.replaces, r.replacesMore = r.replacesMore[0], r.replacesMore[1:]
 			} else {
-				r.replaces, r.replaceWhy = "", ""
+				r.replaces, r.replaceWhy, r.target = "", "", ""
 			}
 			continue
 		}

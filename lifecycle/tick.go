@@ -24,20 +24,25 @@ func (c *Core) ObserveLoad(key string, l Load) {
 	if !ok {
 		return
 	}
-	fn.load = l
 	if l.LastRequest.After(fn.lastRequest) {
 		fn.lastRequest = l.LastRequest
 	}
+	fn.load = l
 }
 
-// Tick runs one pass at now: warm replicas idle longer than the warm TTL
-// are stopped; each function's request rate is smoothed and, for a
-// function with an SLO and a profile (or with scale to zero), the
-// autoscaler's decision is applied; pending replicas are placed.
+// Tick runs one pass at now: replacements that are ready take over from
+// the replicas they replace; warm replicas past their lifetime
+// (scheduler.WarmExpired) are stopped; each function's request rate is
+// smoothed and, for a function with an SLO and a profile (or with scale
+// to zero), the autoscaler's decision is applied; a consolidation pass
+// may move replicas to free a GPU; pending replicas are placed.
 func (c *Core) Tick(now time.Time) Result {
 	c.begin()
 	defer c.begin() // nothing of a tick is undone
 	var res Result
+	for _, fn := range c.order {
+		fn.observeQuiet()
+	}
 	c.expireWarm(now, &res)
 	c.stopReplaced(now, &res)
 	for _, fn := range c.order {
@@ -88,11 +93,12 @@ func (c *Core) Tick(now time.Time) Result {
 		if len(d.Remove) > 0 {
 			fn.scaledDown++
 		}
-		fn.desired = len(fn.live)
+		fn.desired = c.serving(fn)
 		fn.lastScale = d.Reason
 		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	}
+	c.consolidate(now, &res)
 	c.placeAll(now, &res)
 	return res
 }
@@ -101,7 +107,7 @@ func (c *Core) Tick(now time.Time) Result {
 // being replaced, should give way to a cheaper one, and starts that
 // replacement (make-before-break: the old ones go when it is Ready).
 func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, res *Result) {
-	if in.SLO <= 0 || replacing(fn) {
+	if in.SLO <= 0 || anyReplacing(fn) {
 		return
 	}
 	for _, r := range fn.live {
@@ -146,14 +152,33 @@ func (c *Core) memoryPercent(bytes int64) float64 {
 	return 100 * float64(bytes) / float64(most)
 }
 
-// expireWarm stops warm replicas idle for longer than the warm TTL.
+// expireWarm stops warm replicas past their lifetime: scheduler.WarmExpired
+// on how long each has been warm, how long its function has been idle and
+// its idle gaps, and its GPU's free memory, with the warm TTL the upper
+// bound.
 func (c *Core) expireWarm(now time.Time, res *Result) {
-	for _, id := range c.cache.Expired(now, c.opts.WarmTTL) {
-		r := c.replicas[id]
+	idle := c.cache.Idle("")
+	if len(idle) == 0 {
+		return
+	}
+	for _, ir := range idle {
+		r := c.replicas[ir.ID]
 		if r == nil || r.phase != Warm {
 			continue
 		}
 		fn := c.functions[r.fn]
+		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
+		if r.placement != nil && len(r.placement.GPUs) > 0 {
+			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
+				in.FreeMemory = 1 - float64(used)/float64(capacity)
+			}
+		}
+		if fn != nil {
+			in.IdleFor, in.Gaps = now.Sub(fn.lastRequest), fn.gaps
+		}
+		if !scheduler.WarmExpired(in) {
+			continue
+		}
 		if fn != nil {
 			for i, w := range fn.warm {
 				if w == r {
@@ -168,6 +193,35 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 		}
 	}
+}
+
+// maxGaps is how many idle gaps a function remembers: enough for a
+// 90th percentile, few enough to follow a change of pattern.
+const maxGaps = 32
+
+// observeQuiet follows fn's idle gaps, once a tick: a tick with no new
+// request starts (or continues) a quiet spell from the last request seen;
+// the first request after one ends it, and the time from the last request
+// before it to the last one now is recorded — the gap itself when one
+// request came, an upper bound when several did (the lifetime errs long).
+// A function with a request every tick has no idle gaps, however its
+// requests are spread: the core cannot see finer than a tick.
+func (fn *function) observeQuiet() {
+	switch {
+	case fn.load.Requests == fn.seen:
+		if !fn.quiet {
+			fn.quiet, fn.quietFrom = true, fn.lastRequest
+		}
+	case fn.quiet:
+		fn.quiet = false
+		if d := fn.lastRequest.Sub(fn.quietFrom); d >= scheduler.MinIdleGap {
+			if len(fn.gaps) == maxGaps {
+				fn.gaps = append(fn.gaps[:0], fn.gaps[1:]...)
+			}
+			fn.gaps = append(fn.gaps, d)
+		}
+	}
+	fn.seen = fn.load.Requests
 }
 
 // Scaled is one autoscaler decision applied, for logs and metrics.

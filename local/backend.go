@@ -48,6 +48,9 @@ type Config struct {
 	// WarmTTL is how long an idle warm replica keeps its model before it
 	// is stopped.
 	WarmTTL time.Duration
+	// NoConsolidate never moves a replica to free a GPU (serve
+	// -consolidate=false).
+	NoConsolidate bool
 	// NodeLoadFactor is the share of a cold load a load from the node tier
 	// (host memory or local disk) takes.
 	NodeLoadFactor float64
@@ -172,7 +175,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
-			NewID: newReplicaID}),
+			NoConsolidate: cfg.NoConsolidate, NewID: newReplicaID}),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -619,6 +622,11 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 		b.log.Info("warm replica expired", zap.String("function", name), zap.String("replica", r.id))
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	default:
+		if e.Why != "" && e.Why != "function removed" && e.Why != "function updated" {
+			// Consolidation's yields and moves given up, and replicas
+			// retired where there are no warm ones: say why.
+			b.log.Info("replica stopped", zap.String("function", name), zap.String("replica", r.id), zap.String("why", e.Why))
+		}
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	}
 	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}, true

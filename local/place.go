@@ -28,6 +28,10 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 	}
 	r := &replica{id: e.Replica.ID, fn: e.Function, config: e.Replica.Config}
 	p := *e.Replica.Placement
+	if e.Why != "" { // a replacement: a consolidation move
+		b.log.Info("replica started", zap.String("function", name), zap.String("replica", r.id), zap.Strings("gpus", p.GPUs), zap.String("why", e.Why))
+		b.logs.Append(ns, name, r.id, e.Why, now)
+	}
 	sink := func(instance, text string) {
 		if !r.quiet.Load() {
 			b.logs.Append(ns, name, instance, text, time.Now())
@@ -60,8 +64,15 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 		sink(r.id, "failed to start: "+err.Error())
 		return
 	}
-	r.run = b.watchStartup(r, run, started, now)
+	var readyNow bool
+	r.run, readyNow = b.watchStartup(r, run, started)
 	b.running[r.id] = r
+	if readyNow {
+		// Known to the backend first: a replica ready at once may retire
+		// the replicas it replaces here, and the route then published
+		// must hold it, or requests meet a function with no replica (503).
+		b.readiedLocked(r, time.Since(started), now)
+	}
 	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
 		zap.String("node", p.Node), zap.Strings("gpus", p.GPUs), zap.Int("smPercent", p.Slice.SMPercent),
 		zap.String("memory", gpu.FormatBytes(p.Slice.MemoryBytes)), zap.Int("batch", r.config.Batch), zap.Bool("emulated", r.emulated), zap.String("url", run.URL()))
@@ -76,11 +87,11 @@ const startupPoll = 10 * time.Millisecond
 // its report and the start-up histogram, and returns the runner to keep:
 // emulated and classic replicas answer once started; a process is watched
 // until it is ready or stopped, so run comes back wrapped to tell the
-// watch of its Stop.
-func (b *Backend) watchStartup(r *replica, run runner, started, now time.Time) runner {
+// watch of its Stop. readyNow says it answers already: the caller then
+// records it ready (readiedLocked) once it is in b.running.
+func (b *Backend) watchStartup(r *replica, run runner, started time.Time) (_ runner, readyNow bool) {
 	if run.Ready() {
-		b.readiedLocked(r, time.Since(started), now)
-		return run
+		return run, true
 	}
 	w := &watchedRunner{runner: run, stopped: make(chan struct{})}
 	go func() {
@@ -102,7 +113,7 @@ func (b *Backend) watchStartup(r *replica, run runner, started, now time.Time) r
 			}
 		}
 	}()
-	return w
+	return w, false
 }
 
 // readiedLocked records that r became ready d after its placement, at

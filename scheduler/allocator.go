@@ -137,6 +137,10 @@ type Hints struct {
 	// their nodes as local as a node that loaded it. A pass that places
 	// several replicas at once sees them before they start.
 	Loading map[string]bool
+	// GPU, when set, is the only GPU (by UUID) the replica may take: a
+	// consolidation move's target. Warm replicas there are evicted as
+	// anywhere.
+	GPU string
 }
 
 // Place books replica id on the best GPU for req. The score, in order:
@@ -229,6 +233,9 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 	var bestScore score
 	lackSM, lackMem := 0, 0
 	for _, g := range a.gpus {
+		if h.GPU != "" && g.dev.UUID != h.GPU {
+			continue
+		}
 		s := req.SliceOn(g.dev)
 		fits := g.fits(s)
 		if !fits && !g.fitsAfterEviction(s) {
@@ -542,6 +549,18 @@ func (a *Allocator) Usage() []GPUUsage {
 		out = append(out, GPUUsage{Device: g.dev, SMAllocated: g.smUsed, MemoryAllocated: g.memUsed, Replicas: r})
 	}
 	return out
+}
+
+// Memory is GPU uuid's memory booked and its capacity, without a
+// snapshot of every GPU; ok is false for a GPU not in the inventory.
+func (a *Allocator) Memory(uuid string) (used, capacity int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.byUUID[uuid]
+	if !ok {
+		return 0, 0, false
+	}
+	return g.memUsed, g.dev.MemoryBytes, true
 }
 
 // Placements lists every booked replica.

@@ -372,3 +372,50 @@ func TestEvictionOrderAndCount(t *testing.T) {
 		})
 	}
 }
+
+// A consolidation move names its target GPU: the replica goes there or
+// nowhere, even where best fit would pick another.
+func TestPlaceOnTargetGPU(t *testing.T) {
+	const gi = 1 << 30
+	tests := []struct {
+		name    string
+		target  string
+		want    string // "": no fit
+		evicted int
+	}{
+		{"the target, though another is fuller", "n0-g1", "n0-g1", 0},
+		{"a full target: no fit, not another GPU", "n0-g0", "", 0},
+		{"warm replicas on the target are evicted", "n0-g2", "n0-g2", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAllocator(inventory([]int64{16, 16, 16}), nil)
+			now := time.Unix(0, 0)
+			for id, p := range map[string]Placement{
+				"full": {Node: "n0", GPUs: []string{"n0-g0"}, Slice: gpu.Slice{SMPercent: 90, MemoryBytes: 2 * gi}},
+				"some": {Node: "n0", GPUs: []string{"n0-g1"}, Slice: gpu.Slice{SMPercent: 20, MemoryBytes: 2 * gi}},
+				"warm": {Node: "n0", GPUs: []string{"n0-g2"}, Slice: gpu.Slice{SMPercent: 20, MemoryBytes: 14 * gi}},
+			} {
+				if err := a.Restore(id, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Demote("warm", now); err != nil {
+				t.Fatal(err)
+			}
+			p, evicted, err := a.Place("new", gpu.Request{SMPercent: 20, MemoryBytes: 4 * gi}, Hints{Now: now, GPU: tc.target})
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("placed on %v, want no fit", p.GPUs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.GPUs[0] != tc.want || len(evicted) != tc.evicted {
+				t.Errorf("placed on %v evicting %v, want %s evicting %d", p.GPUs, evicted, tc.want, tc.evicted)
+			}
+		})
+	}
+}

@@ -59,6 +59,9 @@ type Options struct {
 	// follows the rate alone (an ablation: the provider before it measured
 	// its queues).
 	NoBacklog bool
+	// NoConsolidate keeps faas-gpu from moving replicas to free a GPU
+	// (an ablation: the provider before consolidation).
+	NoConsolidate bool
 	// NoWarm stops faas-gpu's replicas as they scale down instead of
 	// keeping them warm, as the Kubernetes backend does until it can keep
 	// a pod out of routing. For scripted runs (Script): a replica stopped

@@ -48,9 +48,6 @@ type faasGPU struct {
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
-	// draining are replicas stopped while finishing what they were sent;
-	// they are released when idle.
-	draining map[*replica]bool
 	// replaced counts replicas retired by a replacement, for tests.
 	replaced int
 }
@@ -92,6 +89,7 @@ func (p *faasGPU) setup(e *Engine) {
 	maxBatch := e.opts.MaxBatch
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
+		NoConsolidate: e.opts.NoConsolidate,
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
 		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
@@ -207,19 +205,24 @@ func (p *faasGPU) modelCapacity(e *Engine, f *fgFn, mem int64) int64 {
 	return max(mem-(m.memory-m.size), 0)
 }
 
-// stop ends a replica the core let go (a warm one expired or evicted).
+// stop ends a replica the core let go (a warm one expired, evicted or
+// yielding to consolidation). One that still holds requests drains first,
+// as a stopped process or pod finishes what it was sent: out of routing,
+// its model still in its memory for them (the core's allocator has
+// already released its booking, and with it the cache's record, which the
+// drain puts back until it goes).
 func (p *faasGPU) stop(e *Engine, f *fgFn, r *replica) {
 	f.live = slices.DeleteFunc(f.live, func(x *replica) bool { return x == r })
 	f.warm = slices.DeleteFunc(f.warm, func(x *replica) bool { return x == r })
 	delete(p.byID, r.id)
-	if r.state == repRetired && (r.busy || r.queue.len() > 0) {
-		// Out of routing and still finishing what it was sent (a replaced
-		// replica): it drains, as a stopped process or pod does, and goes
-		// when idle.
-		if p.draining == nil {
-			p.draining = map[*replica]bool{}
+	if r.started && r.gpu != nil && (r.busy || r.queue.len() > 0) {
+		e.retire(r)
+		r.stopping = true
+		e.cache.AddReplica(r.id, r.gpu.dev.UUID, r.gpu.dev.Node, p.modelCapacity(e, f, r.mem))
+		if !f.multi {
+			m := e.models[f.model]
+			e.cache.Preload(r.id, m.name, m.size, e.clock())
 		}
-		p.draining[r] = true
 		return
 	}
 	e.release(r)
@@ -270,8 +273,7 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 		switch {
 		case r.queue.len() > 0:
 			e.serveQueue(r) // out of routing, it finishes what it was sent
-		case p.draining[r]:
-			delete(p.draining, r)
+		case r.stopping:
 			e.release(r)
 		default:
 			r.state = repWarm

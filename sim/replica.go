@@ -65,6 +65,10 @@ type replica struct {
 	penalty, weight, rate float64
 	cgen                  uint64
 
+	// stopping: stopped while it still held requests; out of routing, it
+	// finishes them and then goes (faas-gpu).
+	stopping bool
+
 	cfg       scheduler.SliceConfig // faas-gpu: its slice
 	tput, rpr float64               // fast-gshare family: throughput, RPR
 }

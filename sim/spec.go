@@ -529,6 +529,10 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.NoBacklog = v
 		return nil
 	})
+	f.boolean("no-consolidate", false, "faas-gpu never moves a replica to free a GPU (lifecycle.Options.NoConsolidate; an ablation)", func(s *Spec, v bool) error {
+		s.Options.NoConsolidate = v
+		return nil
+	})
 	f.duration("container-start", 2*time.Second, "placement to process started, before the model loads", func(s *Spec, v time.Duration) error {
 		s.Options.ContainerStart = v
 		return nil

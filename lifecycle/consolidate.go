@@ -1,0 +1,175 @@
+package lifecycle
+
+import (
+	"slices"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// consolidate runs one consolidation pass (scheduler.Consolidate) at
+// now: the warm replicas left on a GPU whose moves are done yield; then,
+// when the cluster is quiet, the replicas in service on the least-loaded
+// GPU that others can take are replaced there, make before break
+// (replace), and its warm replicas are stopped. placeAll places the
+// replacements on their targets afterwards. The GPUs whose moved replicas
+// were retired since the last pass (c.settled, completeReplace) keep their
+// warm replicas one pass more, so that one just retired drains first.
+func (c *Core) consolidate(now time.Time, res *Result) {
+	if c.opts.NoConsolidate {
+		return
+	}
+	busy := false
+	from := c.settled // GPUs with a move in flight from them, or just done
+	c.settled = map[string]bool{}
+	for _, fn := range c.order {
+		for _, r := range fn.live {
+			if r.placement == nil {
+				busy = true
+			}
+			if r.replacing() {
+				busy = true
+				if old := c.replicas[r.replaces]; old != nil && old.placement != nil {
+					from[old.placement.GPUs[0]] = true
+				}
+			}
+		}
+	}
+	o := c.opts.Consolidate
+	due := o.Due(now, c.lastMove, busy)
+	if len(c.freeing) == 0 && !due {
+		return // nothing to yield, no pass: no snapshot to take
+	}
+	usage := c.alloc.Usage()
+	c.yieldFreed(usage, from, now, res)
+	if !due {
+		return
+	}
+	in := scheduler.ConsolidateInput{Now: now, LastChange: c.lastMove, Busy: busy}
+	warmSince := map[string]time.Time{}
+	for _, ir := range c.cache.Idle("") {
+		warmSince[ir.ID] = ir.Since
+	}
+	for _, u := range usage {
+		g := scheduler.ConsolidateGPU{UUID: u.Device.UUID, Product: u.Device.Product, MemoryBytes: u.Device.MemoryBytes}
+		for _, id := range sortedIDs(u.Replicas) {
+			b := u.Replicas[id]
+			g.Replicas = append(g.Replicas, scheduler.ConsolidateReplica{ID: id, SMPercent: b.Slice.SMPercent,
+				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, warmSince, now)})
+		}
+		in.GPUs = append(in.GPUs, g)
+	}
+	plan := scheduler.Consolidate(in, o)
+	if plan.Empty() {
+		return
+	}
+	for _, id := range plan.Yield {
+		c.yield(id, now, "consolidation: its GPU is freed", res)
+	}
+	for _, m := range plan.Moves {
+		old := c.replicas[m.Replica]
+		fn := c.functions[old.fn]
+		nr := c.replace(fn, old, old.config, now, "consolidation: moved to free GPU "+m.From, res)
+		nr.target = m.To
+	}
+	for _, u := range plan.Free {
+		c.freeing[u] = true
+	}
+	c.lastMove = now
+}
+
+// fixed reports whether replica id keeps its GPU in use this pass: it is
+// not a plain replica in service or warm (starting, draining, unknown),
+// spans GPUs, or its function is new, scaling up (or, for one in service,
+// down), waiting for room or in a move; a warm one also while just made
+// or while its function has none in service.
+func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
+	r := c.replicas[id]
+	if r == nil || r.placement == nil || len(r.placement.GPUs) != 1 || (r.phase != Ready && r.phase != Warm) {
+		return true
+	}
+	fn := c.functions[r.fn]
+	if fn == nil || fn.plan.Request.WholeGPUs > 0 {
+		return true
+	}
+	cd := c.opts.Consolidate.CoolDown
+	if now.Sub(fn.createdAt) < cd || now.Sub(fn.lastUp) < cd {
+		return true
+	}
+	switch r.phase {
+	case Ready:
+		if now.Sub(fn.lastDown) < cd {
+			return true
+		}
+	case Warm:
+		// A scale-down is what makes a warm replica; it does not make one
+		// likelier to be needed. A warm replica yields unless it is just
+		// made (it lives at least the autoscaler's cool-down) or its
+		// function has none in service: then a request would wait out a
+		// cold start, and the warm lifetime alone decides.
+		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 {
+			return true
+		}
+	}
+	for _, x := range fn.live {
+		if x.placement == nil || x.replacing() {
+			return true
+		}
+	}
+	return false
+}
+
+// yieldFreed stops the warm replicas on each GPU consolidation freed once
+// no move from it is in flight. A GPU that took a replica in service
+// meanwhile (the autoscaler placed one there) is no longer being freed.
+func (c *Core) yieldFreed(usage []scheduler.GPUUsage, from map[string]bool, now time.Time, res *Result) {
+	if len(c.freeing) == 0 {
+		return
+	}
+	for _, u := range usage {
+		if !c.freeing[u.Device.UUID] || from[u.Device.UUID] {
+			continue
+		}
+		delete(c.freeing, u.Device.UUID)
+		inService := false
+		for _, b := range u.Replicas {
+			if !b.Idle {
+				inService = true
+			}
+		}
+		if inService {
+			continue
+		}
+		for _, id := range sortedIDs(u.Replicas) {
+			c.yield(id, now, "consolidation: its GPU is freed", res)
+		}
+	}
+	for u := range c.freeing {
+		if !slices.ContainsFunc(usage, func(x scheduler.GPUUsage) bool { return x.Device.UUID == u }) {
+			delete(c.freeing, u) // the GPU is gone
+		}
+	}
+}
+
+// yield stops warm replica id to free its GPU.
+func (c *Core) yield(id string, now time.Time, why string, res *Result) {
+	r := c.replicas[id]
+	if r == nil || r.phase != Warm {
+		return
+	}
+	if fn := c.functions[r.fn]; fn != nil {
+		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
+	c.cache.CountEviction(false)
+	c.stop(r, now, why, res)
+}
+
+func sortedIDs[V any](m map[string]V) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

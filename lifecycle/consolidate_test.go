@@ -1,0 +1,252 @@
+package lifecycle
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// consolidationCore has a (60 % SM) on GPU-0-0 and b (30 %) alone on
+// GPU-0-1, where it went while x filled GPU-0-0; x is gone, so b fits
+// beside a and GPU-0-1 can be freed.
+func consolidationCore(t *testing.T, opts Options) *Core {
+	t.Helper()
+	c := New(inventory(1, 2), nil, opts)
+	for _, f := range []struct {
+		name string
+		sm   int
+	}{{"a", 60}, {"x", 40}, {"b", 30}} {
+		if _, err := c.Deploy(fn(f.name, f.sm, 2, 1, 1), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Delete("openfaas-fn", "x", t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a-1", "b-3"} {
+		c.ReplicaReady(id, t0)
+	}
+	if v, _ := c.Replica("b-3"); v.Placement.GPUs[0] != "GPU-0-1" {
+		t.Fatalf("b is on %v, want GPU-0-1", v.Placement.GPUs)
+	}
+	return c
+}
+
+// effectsAbout lists res's Start, Stop and Demote effects as "kind
+// replica" with the GPU a Start takes.
+func effectsAbout(res Result) []string {
+	var out []string
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case Start:
+			out = append(out, "start "+e.Replica.ID+" on "+e.Replica.Placement.GPUs[0])
+		case Stop, Demote:
+			out = append(out, string(e.Kind)+" "+e.Replica.ID)
+		}
+	}
+	return out
+}
+
+func TestConsolidationMovesMakeBeforeBreak(t *testing.T) {
+	type step struct {
+		at    time.Duration
+		ready string // a replica that answers before this tick
+		gone  string // a replica lost before this tick
+		want  []string
+	}
+	tests := []struct {
+		name  string
+		opts  Options
+		steps []step
+		// live is b's replicas in service at the end.
+		live []string
+	}{
+		{"moved: the old replica retires once the new one is ready, then yields", Options{}, []step{
+			{at: 30 * time.Second, want: nil}, // within the cool-down of the deploys
+			{at: 2 * time.Minute, want: []string{"start b-4 on GPU-0-0"}},
+			{at: 2*time.Minute + time.Second, want: nil}, // not ready: b-3 serves on
+			{at: 2*time.Minute + 2*time.Second, ready: "b-4", want: []string{"demote b-3"}},
+			{at: 2*time.Minute + 3*time.Second, want: []string{"stop b-3"}},
+		}, []string{"b-4"}},
+		{"without warm replicas the old one stops at once", Options{NoWarm: true}, []step{
+			{at: 2 * time.Minute, want: []string{"start b-4 on GPU-0-0"}},
+			{at: 2*time.Minute + time.Second, ready: "b-4", want: []string{"stop b-3"}},
+		}, []string{"b-4"}},
+		{"the new replica lost before ready: the old one stays, and no other takes its place", Options{}, []step{
+			{at: 2 * time.Minute, want: []string{"start b-4 on GPU-0-0"}},
+			{at: 2*time.Minute + time.Second, gone: "b-4", want: nil},
+			{at: 2*time.Minute + 30*time.Second, want: nil}, // the cool-down after a move
+		}, []string{"b-3"}},
+		{"off", Options{NoConsolidate: true}, []step{
+			{at: 2 * time.Minute, want: nil},
+		}, []string{"b-3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := consolidationCore(t, tc.opts)
+			for _, s := range tc.steps {
+				now := t0.Add(s.at)
+				var got []string
+				if s.ready != "" {
+					// A replacement ready retires what it replaces then.
+					got = effectsAbout(c.ReplicaReady(s.ready, now))
+				}
+				if s.gone != "" {
+					if got := effectsAbout(c.ReplicaGone(s.gone, now)); len(got) > 0 {
+						t.Fatalf("at %s, %s gone: %q, want nothing", s.at, s.gone, got)
+					}
+				}
+				if got = append(got, effectsAbout(c.Tick(now))...); !slices.Equal(got, s.want) {
+					t.Fatalf("at %s: %q, want %q", s.at, got, s.want)
+				}
+				// The pair counts once.
+				if v, _ := c.Function("openfaas-fn/b"); v.Desired != 1 {
+					t.Fatalf("at %s: b desires %d replicas, want 1", s.at, v.Desired)
+				}
+			}
+			v, _ := c.Function("openfaas-fn/b")
+			var live []string
+			for _, r := range v.Live {
+				live = append(live, r.ID)
+			}
+			if !slices.Equal(live, tc.live) {
+				t.Errorf("b's replicas in service: %q, want %q", live, tc.live)
+			}
+			if tc.live[0] == "b-4" {
+				for _, u := range c.Usage() {
+					if u.Device.UUID == "GPU-0-1" && len(u.Replicas) > 0 {
+						t.Errorf("GPU-0-1 still holds %v", u.Replicas)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A warm replica whose memory blocks a move is evicted by it, and where
+// stops are confirmed the move waits for it to drain.
+func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
+	for _, confirm := range []bool{false, true} {
+		c := New(inventory(1, 2), nil, Options{ConfirmStops: confirm})
+		// w fills GPU-0-0's memory, then goes warm: b, which found no room
+		// for its memory there, is alone on GPU-0-1.
+		for _, f := range []struct {
+			name   string
+			sm     int
+			mem    int64
+			n, max int
+		}{{"a", 50, 2, 1, 1}, {"w", 10, 13, 1, 1}, {"b", 30, 2, 1, 1}} {
+			if _, err := c.Deploy(fn(f.name, f.sm, f.mem, f.n, f.max), t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := c.Scale("openfaas-fn", "w", 0, t0); err != nil {
+			t.Fatal(err)
+		}
+		c.ReplicaReady("a-1", t0)
+		c.ReplicaReady("b-3", t0)
+		var stops []string
+		var carry func(res Result, now time.Time)
+		carry = func(res Result, now time.Time) {
+			for _, e := range res.Effects {
+				switch e.Kind {
+				case Stop:
+					stops = append(stops, e.Replica.ID+": "+e.Why)
+					if confirm {
+						carry(c.ReplicaGone(e.Replica.ID, now), now)
+					}
+				case Start:
+					carry(c.ReplicaReady(e.Replica.ID, now), now)
+				}
+			}
+		}
+		for i := 0; i < 5; i++ {
+			// Past the deploys' cool-down, before w's lifetime on its
+			// crowded GPU (75 s at 1/16 free, scheduler.WarmLifetime).
+			now := t0.Add(61*time.Second + time.Duration(i)*time.Second)
+			carry(c.Tick(now), now)
+		}
+		if len(stops) != 2 || !strings.Contains(stops[0], "w-2: warm replica evicted") || !strings.HasPrefix(stops[1], "b-3") {
+			t.Errorf("confirm stops %v: stops %q, want w-2 evicted, then b-3", confirm, stops)
+		}
+	}
+}
+
+// A GPU left holding only warm replicas is freed by consolidation — they
+// yield — unless one is just made or its function has no replica in
+// service (a request would then wait out a cold start: its warm lifetime
+// alone decides). Seen failing with warm replicas held while their
+// function scaled down: the cost run's falling load kept such GPUs.
+func TestWarmOnlyGPUYields(t *testing.T) {
+	tests := []struct {
+		name  string
+		to    int           // f scaled to, at t0 + 90 s
+		check time.Duration // since then
+		yield bool
+	}{
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, true},
+		{"just made: kept", 1, 10 * time.Second, false},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(inventory(1, 2), nil, Options{})
+			spec := fn("f", 60, 2, 0, 2)
+			spec.Scale.Zero = true
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
+				t.Fatal(err)
+			}
+			c.ReplicaReady("f-1", t0)
+			c.ReplicaReady("f-2", t0)
+			down := t0.Add(90 * time.Second)
+			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: down})
+			if _, _, err := c.Scale("openfaas-fn", "f", tc.to, down); err != nil {
+				t.Fatal(err)
+			}
+			res := c.Tick(down.Add(tc.check))
+			yielded := slices.ContainsFunc(res.Effects, func(e Effect) bool {
+				return e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation")
+			})
+			if yielded != tc.yield {
+				t.Errorf("yielded: %v, want %v (%q)", yielded, tc.yield, effectsAbout(res))
+			}
+		})
+	}
+}
+
+// A replacement is recorded only once it has taken over, so that a
+// restart in between brings back the replica it was to replace alone.
+func TestReplacementRecordedOnceItTakesOver(t *testing.T) {
+	c := consolidationCore(t, Options{})
+	placed := func(res Result) []string {
+		var ids []string
+		for _, e := range res.Effects {
+			if e.Kind == Write && e.Function == "openfaas-fn/b" {
+				ids = nil
+				for _, p := range e.Record.Placed {
+					if !p.Idle {
+						ids = append(ids, p.ID)
+					}
+				}
+			}
+		}
+		return ids
+	}
+	move := t0.Add(2 * time.Minute)
+	res := c.Tick(move)
+	if got := placed(res); !slices.Equal(got, []string{"b-3"}) {
+		t.Fatalf("record while b-4 starts: %q in service, want b-3 alone", got)
+	}
+	rec := res.Effects[slices.IndexFunc(res.Effects, func(e Effect) bool { return e.Kind == Write && e.Function == "openfaas-fn/b" })].Record
+	r := New(inventory(1, 2), nil, Options{})
+	if _, _ = r.Restore([]Record{*rec}, move); r.Live("openfaas-fn/b") != 1 {
+		t.Fatalf("restored mid-move: %d replicas of b, want 1", r.Live("openfaas-fn/b"))
+	}
+	if got := placed(c.ReplicaReady("b-4", move.Add(time.Second))); !slices.Equal(got, []string{"b-4"}) {
+		t.Fatalf("record once b-4 took over: %q in service, want b-4", got)
+	}
+}

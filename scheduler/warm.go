@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+)
+
+// WarmInput is what decides how long one warm replica keeps its memory.
+type WarmInput struct {
+	// WarmFor is how long the replica has been warm.
+	WarmFor time.Duration
+	// IdleFor is how long its function has had no request.
+	IdleFor time.Duration
+	// Gaps are the function's observed idle gaps: the time between a
+	// request and the next, where it was at least MinIdleGap.
+	Gaps []time.Duration
+	// FreeMemory is the share of its GPU's memory free (0 to 1).
+	FreeMemory float64
+	// Max is the upper bound (the provider's -warm-ttl).
+	Max time.Duration
+}
+
+const (
+	// MinIdleGap is the shortest gap between requests that counts as
+	// idle: one autoscaler tick, what the lifecycle can see.
+	MinIdleGap = time.Second
+	// MinWarmGaps is how many idle gaps the gap rule needs before it
+	// trusts them.
+	MinWarmGaps = 3
+	// MinWarmLifetime: a warm replica lives at least the autoscaler's
+	// cool-down, so a scale-down the next tick undoes is a cache hit.
+	MinWarmLifetime = 30 * time.Second
+	// warmGapQuantile and warmGapMargin: a function idle for twice the
+	// 90th percentile of its past idle gaps is, by its own history, in an
+	// unusually long one; the chance that its next request comes within a
+	// warm replica's lifetime is then low.
+	warmGapQuantile = 0.9
+	warmGapMargin   = 2
+	// warmFreeMemory: at least this share of the GPU's memory free keeps
+	// the full lifetime; below it the lifetime shrinks in proportion, so
+	// a warm replica on a crowded GPU goes before it blocks a placement
+	// or a move.
+	warmFreeMemory = 0.5
+)
+
+// WarmLifetime is how long, since its function's last request, a warm
+// replica of a function with these idle gaps keeps its memory on a GPU
+// with this share of memory free: twice the 90th percentile of the gaps
+// (Max while fewer than MinWarmGaps are known), scaled down below 50 %
+// free memory, within [MinWarmLifetime, Max].
+func WarmLifetime(gaps []time.Duration, freeMemory float64, maxTTL time.Duration) time.Duration {
+	if maxTTL <= 0 {
+		return 0
+	}
+	l := maxTTL
+	if len(gaps) >= MinWarmGaps {
+		l = min(l, warmGapMargin*quantile(gaps, warmGapQuantile))
+	}
+	l = time.Duration(float64(l) * pressure(freeMemory))
+	return min(max(l, MinWarmLifetime), maxTTL)
+}
+
+// WarmExpired reports whether a warm replica should stop: warm for Max
+// (scaled down by memory pressure, as WarmLifetime), or its function idle
+// for longer than WarmLifetime says — and warm at least
+// MinWarmLifetime either way.
+func WarmExpired(in WarmInput) bool {
+	if in.WarmFor < min(MinWarmLifetime, in.Max) {
+		return false
+	}
+	upper := min(max(time.Duration(float64(in.Max)*pressure(in.FreeMemory)), MinWarmLifetime), in.Max)
+	if in.WarmFor >= upper {
+		return true
+	}
+	return in.IdleFor >= WarmLifetime(in.Gaps, in.FreeMemory, in.Max)
+}
+
+func pressure(free float64) float64 {
+	return min(max(free/warmFreeMemory, 0), 1)
+}
+
+// quantile is the q-quantile of ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

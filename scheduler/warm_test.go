@@ -1,0 +1,63 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWarmLifetime(t *testing.T) {
+	s := time.Second
+	ttl := 10 * time.Minute
+	cases := []struct {
+		name string
+		gaps []time.Duration
+		free float64
+		want time.Duration
+	}{
+		{"no gaps known: the upper bound", nil, 1, ttl},
+		{"too few gaps to trust", []time.Duration{5 * s, 5 * s}, 1, ttl},
+		{"twice the 90th percentile", []time.Duration{10 * s, 20 * s, 30 * s, 40 * s, 50 * s, 60 * s, 70 * s, 80 * s, 90 * s, 100 * s}, 1, 180 * s},
+		{"one long gap among ten is the 100th, not the 90th", []time.Duration{20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 900 * s}, 1, 40 * s},
+		{"never above the bound", []time.Duration{400 * s, 500 * s, 600 * s}, 1, ttl},
+		{"never below the autoscaler's cool-down", []time.Duration{s, s, s}, 1, MinWarmLifetime},
+		{"half the memory free: full lifetime", nil, 0.5, ttl},
+		{"a quarter free: half the lifetime", nil, 0.25, ttl / 2},
+		{"full GPU: the floor", nil, 0, MinWarmLifetime},
+		{"gaps and pressure together", []time.Duration{100 * s, 100 * s, 100 * s}, 0.25, 100 * s},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WarmLifetime(tc.gaps, tc.free, ttl); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWarmExpired(t *testing.T) {
+	s := time.Second
+	ttl := 10 * time.Minute
+	onoff := []time.Duration{60 * s, 60 * s, 60 * s, 60 * s}
+	cases := []struct {
+		name string
+		in   WarmInput
+		want bool
+	}{
+		{"active function: kept until the bound", WarmInput{WarmFor: 9 * time.Minute, FreeMemory: 1}, false},
+		{"active function: gone at the bound", WarmInput{WarmFor: ttl, FreeMemory: 1}, true},
+		{"active function on a crowded GPU: gone sooner", WarmInput{WarmFor: 6 * time.Minute, FreeMemory: 0.25}, true},
+		{"idle within its usual gaps: kept", WarmInput{WarmFor: 100 * s, IdleFor: 100 * s, Gaps: onoff, FreeMemory: 1}, false},
+		{"idle twice its usual gap: gone", WarmInput{WarmFor: 130 * s, IdleFor: 120 * s, Gaps: onoff, FreeMemory: 1}, true},
+		{"idle long but just warm: kept for the cool-down", WarmInput{WarmFor: 10 * s, IdleFor: time.Hour, Gaps: onoff, FreeMemory: 1}, false},
+		{"idle, no history: the bound decides", WarmInput{WarmFor: 5 * time.Minute, IdleFor: 5 * time.Minute, FreeMemory: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in
+			in.Max = ttl
+			if got := WarmExpired(in); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
