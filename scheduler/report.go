@@ -17,6 +17,18 @@ type Endpoint struct {
 	// Models is how many models the replica holds: a miss goes to the
 	// replica with fewest, so models spread instead of evicting each other.
 	Models int
+	// Batch and Throughput are the replica's slice (SliceConfig): the
+	// proxy hands it a request while it has fewer than Batch in flight,
+	// and prefers the replica that would complete one soonest at
+	// Throughput (req/s at full batches). 0: no profile, no slice known;
+	// the replica is never held back (scheduler.Pull).
+	Batch      int
+	Throughput float64
+}
+
+// Slot is the endpoint as the pull dispatcher sees it now.
+func (e Endpoint) Slot() Slot {
+	return Slot{InFlight: int(e.InFlight.Load()), Batch: e.Batch, Throughput: e.Throughput, Models: e.Models}
 }
 
 // Route is where a function's requests go now: the one lookup the proxy
