@@ -102,6 +102,15 @@ type MeasuredLatency struct {
 	SLOMs             float64  `json:"sloMs,omitempty"`
 	SLOViolations     *int     `json:"sloViolations,omitempty"`
 	SLOViolationRatio *float64 `json:"sloViolationRatio,omitempty"`
+	// Queued is how many of the function's requests wait in the proxy now
+	// for a replica that can start them. QueueWaitP50Ms, QueueWaitP95Ms
+	// and QueueWaitMeanMs are how long the requests the proxy handed to a
+	// replica in the window waited for it (0 for one that started at
+	// once), part of the latency above.
+	Queued          int     `json:"queued"`
+	QueueWaitP50Ms  float64 `json:"queueWaitP50Ms"`
+	QueueWaitP95Ms  float64 `json:"queueWaitP95Ms"`
+	QueueWaitMeanMs float64 `json:"queueWaitMeanMs"`
 }
 
 // NodeReport is one node of the report.
