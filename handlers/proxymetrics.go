@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -54,7 +55,7 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 	m := &ProxyMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_invocations_total",
-			Help: "Invocations the proxy forwarded, and those that timed out queued for a replica holding their model (504), by status code and model-cache outcome (hit, node-hit, miss, unknown).",
+			Help: "Invocations the proxy forwarded, those that timed out in its queue (504) and those refused with the queue full (429), by status code and model-cache outcome (hit, node-hit, miss, unknown).",
 		}, []string{"function", "namespace", "code", "cache"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "faas_gpu_invocation_duration_seconds",
@@ -65,7 +66,7 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 		// fast 502 must not look like a fast answer.
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_function_slo_violations_total",
-			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures) or failed with a 5xx or a proxy error.",
+			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures), failed with a 5xx or a proxy error, or were refused with a full queue (429).",
 		}, []string{"function", "namespace"}),
 		queueLen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faas_gpu_queue_length",
@@ -103,7 +104,8 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 	}
 	m.requests.WithLabelValues(name, ns, strconv.Itoa(code), cacheOutcome).Inc()
 	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
-	violated := slo > 0 && (d > slo || code >= 500)
+	// A request refused with a full queue (429) was not served either.
+	violated := slo > 0 && (d > slo || code >= 500 || code == http.StatusTooManyRequests)
 	if slo > 0 {
 		// Created at 0 by the first invocation, so that a ratio over
 		// faas_gpu_invocations_total has a series before the first miss.

@@ -23,11 +23,12 @@ import (
 type listResolver struct {
 	mu  sync.Mutex
 	eps []scheduler.Endpoint
+	slo time.Duration
 }
 
 func (r *listResolver) Route(ns, name, _ string) (scheduler.Route, error) {
 	eps, err := r.Replicas(ns, name)
-	return scheduler.Route{Endpoints: eps}, err
+	return scheduler.Route{Endpoints: eps, SLO: r.slo}, err
 }
 
 func (r *listResolver) Replicas(string, string) ([]scheduler.Endpoint, error) {
@@ -177,7 +178,7 @@ func TestProxyQueueBound(t *testing.T) {
 			if tt.throughput == 0 {
 				ep.Batch = 0 // never held back: hold it with its in-flight count instead
 			}
-			res := &listResolver{eps: []scheduler.Endpoint{ep}}
+			res := &listResolver{eps: []scheduler.Endpoint{ep}, slo: time.Minute}
 			book := NewLoadBook()
 			m := NewProxyMetrics(prometheus.NewRegistry())
 			srv := proxyServer(t, res, ProxyOptions{Timeout: 10 * time.Second, Load: book, Metrics: m, QueueMax: tt.max})
@@ -212,6 +213,9 @@ func TestProxyQueueBound(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.requests.WithLabelValues("fn", DefaultNamespace, "429", "unknown")); got != 1 {
 				t.Errorf("invocations with code 429: %v, want 1", got)
+			}
+			if got := testutil.ToFloat64(m.violations.WithLabelValues("fn", DefaultNamespace)); got != 1 {
+				t.Errorf("SLO violations %v, want 1: a refused request was not served", got)
 			}
 			open()
 			for range tt.max + 1 {
