@@ -123,6 +123,7 @@ type serveOptions struct {
 	profilesDir      string
 	router           string
 	localityBound    int64
+	queueMax         int
 	tick             time.Duration
 	warmTTL          time.Duration
 	consolidate      bool
@@ -172,6 +173,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.profilesDir, "profiles", "", "folder of extra profile files (docs/profiles.md); they override the built-in V100 profiles")
 	fs.StringVar(&o.router, "router", "locality", "request routing: locality (prefer replicas holding the model) or least-outstanding")
 	fs.Int64Var(&o.localityBound, "locality-bound", 2, "requests in flight at which a replica holding the model stops being preferred")
+	fs.IntVar(&o.queueMax, "queue-max", 1000, "requests of one function that may wait in the proxy for a replica that can start them; one more is answered 429 with Retry-After (0: no bound)")
 	fs.DurationVar(&o.tick, "autoscale-interval", time.Second, "how often the autoscaler runs")
 	fs.Float64Var(&o.headroom, "autoscale-headroom", scheduler.DefaultAutoscaleOptions.Headroom, "capacity the autoscaler keeps above the observed rate (1.2 = 20 % spare)")
 	fs.BoolVar(&o.queueing, "autoscale-queueing", true, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99 and resize replicas to their load; false: the rate plus headroom over full-batch throughput, no resizing (docs/scheduling.md)")
@@ -311,7 +313,10 @@ func serve(args []string, stderr io.Writer) error {
 	// proxied (they report it every tick); three silent ticks and a
 	// standby's queued requests no longer count.
 	share := handlers.NewLoadShare(load, 3*o.tick)
-	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, Metrics: handlers.NewProxyMetrics(reg), Load: load}
+	if o.queueMax < 0 {
+		return fmt.Errorf("-queue-max: %d is below 0 (0: no bound)", o.queueMax)
+	}
+	proxyOpts := handlers.ProxyOptions{Timeout: cfg.ReadTimeout, LocalityBound: o.localityBound, QueueMax: o.queueMax, Metrics: handlers.NewProxyMetrics(reg), Load: load}
 	switch o.router {
 	case "locality":
 		proxyOpts.Router = handlers.RouteLocality

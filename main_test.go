@@ -60,6 +60,7 @@ func TestBadInputFailsWithAMessage(t *testing.T) {
 		{"bad timeout", []string{"serve"}, map[string]string{"read_timeout": "soon"}, "read_timeout"},
 		{"auth without files", []string{"serve"}, map[string]string{"basic_auth": "true", "secret_mount_path": "/nonexistent"}, "basic_auth"},
 		{"bad router", []string{"serve", "-router", "random", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "-router"},
+		{"negative queue bound", []string{"serve", "-queue-max", "-1", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "-queue-max"},
 		{"bad inventory", []string{"serve", "-inventory", "/nonexistent.yaml", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "inventory"},
 		{"bad log format", []string{"serve", "-log-format", "xml"}, nil, "-log-format"},
 		{"import without csv", []string{"profiles", "import", "--gpu", "x"}, nil, "--csv"},

@@ -10,7 +10,8 @@ import (
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
-// fakeReplicas stands in for a backend: two replicas with fixed models.
+// fakeReplicas stands in for a backend: replicas with fixed models, each
+// running one request at a time (batch 1).
 type fakeReplicas struct {
 	eps   []scheduler.Endpoint
 	holds map[string]string // replica -> model
@@ -29,15 +30,16 @@ func (f *fakeReplicas) Holds(id, model string) bool                            {
 func TestOutOfOrderDispatch(t *testing.T) {
 	for _, o3 := range []bool{true, false} {
 		f := &fakeReplicas{
-			eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}, {ID: "B", InFlight: new(atomic.Int64)}},
+			eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}, {ID: "B", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}},
 			holds: map[string]string{"A": "y"},
 		}
-		d := newDispatcher(f, NewLoadBook(), 2, o3)
+		d := newDispatcher(f, NewLoadBook(), nil, true, 2, o3, 0)
+		q := d.queueOf("ns", "fn")
 		d.poll = time.Hour // only releases hand out replicas here
 		ctx := context.Background()
 		eps := f.eps
-		a, _ := d.acquire(ctx, "ns", "fn", "z", eps)
-		b, _ := d.acquire(ctx, "ns", "fn", "z", eps)
+		a, _ := d.acquire(ctx, q, "z", eps, time.Now())
+		b, _ := d.acquire(ctx, q, "z", eps, time.Now())
 		if a.ID == b.ID {
 			t.Fatal("two requests on one replica while another was free")
 		}
@@ -45,7 +47,7 @@ func TestOutOfOrderDispatch(t *testing.T) {
 		for _, m := range []string{"x", "y"} {
 			eps := f.eps
 			go func() {
-				ep, err := d.acquire(ctx, "ns", "fn", m, eps)
+				ep, err := d.acquire(ctx, q, m, eps, time.Now())
 				if err != nil {
 					t.Error(err)
 				}
@@ -53,9 +55,9 @@ func TestOutOfOrderDispatch(t *testing.T) {
 			}()
 			// queue x strictly before y
 			for deadline := time.Now().Add(time.Second); ; {
-				d.mu.Lock()
-				n := len(d.queues["ns/fn"])
-				d.mu.Unlock()
+				q.mu.Lock()
+				n := len(q.queue)
+				q.mu.Unlock()
 				if (m == "x" && n == 1) || (m == "y" && n == 2) || time.Now().After(deadline) {
 					break
 				}
@@ -68,7 +70,7 @@ func TestOutOfOrderDispatch(t *testing.T) {
 				epA = ep
 			}
 		}
-		d.release("ns", "fn", epA)
+		d.release(q, epA)
 		want := map[bool]string{true: "y", false: "x"}[o3]
 		select {
 		case id := <-got[want]:
@@ -86,11 +88,12 @@ func TestOutOfOrderDispatch(t *testing.T) {
 // to 0 as the replica takes them.
 func TestDispatcherReportsItsQueue(t *testing.T) {
 	o := &fakeReplicas{
-		eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64)}},
+		eps:   []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}},
 		holds: map[string]string{"A": "x"},
 	}
 	book := NewLoadBook()
-	d := newDispatcher(o, book, 2, true)
+	d := newDispatcher(o, book, nil, true, 2, true, 0)
+	q := d.queueOf("ns", "fn")
 	d.poll = time.Hour // only releases hand out the replica here
 	ctx := context.Background()
 	eps := o.eps
@@ -98,7 +101,7 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 		_, _, q := book.Load("ns", "fn")
 		return fmt.Sprintf("ns/fn=%d", q)
 	}
-	first, err := d.acquire(ctx, "ns", "fn", "x", eps)
+	first, err := d.acquire(ctx, q, "x", eps, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,7 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 	granted := make(chan scheduler.Endpoint, 2)
 	for i := 1; i <= 2; i++ {
 		go func() {
-			ep, err := d.acquire(ctx, "ns", "fn", "x", eps)
+			ep, err := d.acquire(ctx, q, "x", eps, time.Now())
 			if err != nil {
 				t.Error(err)
 			}
@@ -121,8 +124,8 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 			}
 		}
 	}
-	d.release("ns", "fn", first)
-	d.release("ns", "fn", <-granted)
+	d.release(q, first)
+	d.release(q, <-granted)
 	<-granted
 	if got := last(); got != "ns/fn=0" {
 		t.Fatalf("queue drained, last report %q, want ns/fn=0", got)

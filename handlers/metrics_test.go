@@ -55,7 +55,7 @@ faas_gpu_cache_hits_total 2
 # HELP faas_gpu_cache_misses_total Cold model loads.
 # TYPE faas_gpu_cache_misses_total counter
 faas_gpu_cache_misses_total 1
-# HELP faas_gpu_invocations_total Invocations the proxy forwarded, and those that timed out queued for a replica holding their model (504), by status code and model-cache outcome (hit, node-hit, miss, unknown).
+# HELP faas_gpu_invocations_total Invocations the proxy forwarded, those that timed out in its queue (504) and those refused with the queue full (429), by status code and model-cache outcome (hit, node-hit, miss, unknown).
 # TYPE faas_gpu_invocations_total counter
 faas_gpu_invocations_total{cache="hit",code="200",function="a",namespace="openfaas-fn"} 2
 faas_gpu_invocations_total{cache="miss",code="200",function="a",namespace="openfaas-fn"} 1

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,10 +46,12 @@ const HeaderModel = "X-Model"
 type Router int
 
 const (
-	// RouteLocality prefers a replica holding the request's model unless
-	// its queue is at the bound (LALB), else the least loaded.
+	// RouteLocality applies LALB's model rules to X-Model requests: a
+	// replica holding the model takes it, a request may wait for a busy
+	// holder up to the locality bound (scheduler.Pull).
 	RouteLocality Router = iota
-	// RouteLeastOutstanding ignores models.
+	// RouteLeastOutstanding ignores models: every request goes by
+	// expected completion alone.
 	RouteLeastOutstanding
 )
 
@@ -63,6 +66,10 @@ type ProxyOptions struct {
 	// InOrder turns off out-of-order dispatch of queued multi-model
 	// requests (for comparison: LALB without O3).
 	InOrder bool
+	// QueueMax is how many requests of one function may wait in the
+	// proxy for a replica that can start them (serve's -queue-max); one
+	// more is answered 429 with Retry-After. 0: no bound.
+	QueueMax int
 	// Metrics, when set, count invocations, time them and count the ones
 	// that miss their function's SLO.
 	Metrics *ProxyMetrics
@@ -95,8 +102,9 @@ type proxyTargetKey struct{}
 
 // MakeProxyHandler serves /function/{name}[.{namespace}][/{params}]. It is
 // faas-gpu's own reverse proxy rather than faas-provider's: it streams
-// bodies both ways, routes to the ready replica with the fewest requests in
-// flight, and gives long GPU jobs the whole timeout instead of 10 s.
+// bodies both ways, holds each function's requests until a replica can
+// start one (pull dispatch, see dispatcher), and gives long GPU jobs the
+// whole timeout instead of 10 s.
 func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOptions, log *zap.Logger) http.HandlerFunc {
 	timeout := opts.Timeout
 	if opts.LocalityBound <= 0 {
@@ -105,7 +113,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 	if opts.Load == nil {
 		opts.Load = NewLoadBook()
 	}
-	multi := newDispatcher(resolver, opts.Load, opts.LocalityBound, !opts.InOrder)
+	pull := newDispatcher(resolver, opts.Load, opts.Metrics, opts.Router == RouteLocality, int(opts.LocalityBound), !opts.InOrder, opts.QueueMax)
 	transport := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        1024,
@@ -206,36 +214,27 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
-		var ep scheduler.Endpoint
-		if model := r.Header.Get(HeaderModel); model != "" && opts.Router == RouteLocality {
-			if ep, err = multi.acquire(ctx, ns, name, model, eps); err != nil {
-				if r.Context().Err() != nil {
-					return // the client went away; nobody reads an answer
-				}
-				// The client waited out its timeout for a replica holding
-				// the model: the worst miss of an SLO there is, so it counts.
-				opts.Metrics.observe(ns, name, http.StatusGatewayTimeout, "", time.Since(start), slo)
-				w.Header().Set(internalHeader, "proxy")
-				http.Error(w, "Function timed out waiting for a replica.", http.StatusGatewayTimeout)
+		q := pull.queueOf(ns, name)
+		ep, err := pull.acquire(ctx, q, r.Header.Get(HeaderModel), eps, start)
+		if err != nil {
+			w.Header().Set(internalHeader, "proxy")
+			if full, ok := asQueueFull(err); ok {
+				opts.Metrics.observe(ns, name, http.StatusTooManyRequests, "", time.Since(start), slo)
+				w.Header().Set("Retry-After", strconv.Itoa(int(full.retryAfter/time.Second)))
+				http.Error(w, "Too many requests waiting for "+name+"."+ns+".", http.StatusTooManyRequests)
 				return
 			}
-			defer multi.release(ns, name, ep)
-		} else {
-			cands := make([]scheduler.Candidate, len(eps))
-			for i, ep := range eps {
-				cands[i] = scheduler.Candidate{ID: ep.ID, InFlight: ep.InFlight.Load(), Models: ep.Models}
+			if r.Context().Err() != nil {
+				return // the client went away; nobody reads an answer
 			}
-			pick := scheduler.LeastOutstanding(cands)
-			if opts.Router == RouteLocality {
-				for i := range cands {
-					cands[i].Holds = resolver.Holds(cands[i].ID, route.Model)
-				}
-				pick = scheduler.LocalityAware(cands, opts.LocalityBound)
-			}
-			ep = eps[pick]
-			ep.InFlight.Add(1)
-			defer ep.InFlight.Add(-1)
+			// The client waited out its timeout for a replica that
+			// could start it: the worst miss of an SLO there is, so it
+			// counts.
+			opts.Metrics.observe(ns, name, http.StatusGatewayTimeout, "", time.Since(start), slo)
+			http.Error(w, "Function timed out waiting for a replica.", http.StatusGatewayTimeout)
+			return
 		}
+		defer pull.release(q, ep)
 		base, err := url.Parse(ep.URL)
 		if err != nil {
 			http.Error(w, "bad replica URL: "+err.Error(), http.StatusInternalServerError)

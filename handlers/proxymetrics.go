@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -19,8 +20,15 @@ type ProxyMetrics struct {
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	violations *prometheus.CounterVec
+	queueLen   *prometheus.GaugeVec
+	queueWait  *prometheus.HistogramVec
 	window     *latencyWindow
-	now        func() time.Time
+	// queueWindow is the last minute of queue waits, as window is of
+	// latencies; queued is each function's queue length now.
+	queueWindow *latencyWindow
+	queuedMu    sync.Mutex
+	queued      map[windowKey]int
+	now         func() time.Time
 
 	// mu guards deleted. Observers hold it for reading from the check to
 	// the record, so a Forget never falls between them and leaves a
@@ -47,7 +55,7 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 	m := &ProxyMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_invocations_total",
-			Help: "Invocations the proxy forwarded, and those that timed out queued for a replica holding their model (504), by status code and model-cache outcome (hit, node-hit, miss, unknown).",
+			Help: "Invocations the proxy forwarded, those that timed out in its queue (504) and those refused with the queue full (429), by status code and model-cache outcome (hit, node-hit, miss, unknown).",
 		}, []string{"function", "namespace", "code", "cache"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "faas_gpu_invocation_duration_seconds",
@@ -58,13 +66,24 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 		// fast 502 must not look like a fast answer.
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faas_gpu_function_slo_violations_total",
-			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures) or failed with a 5xx or a proxy error.",
+			Help: "Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures), failed with a 5xx or a proxy error, or were refused with a full queue (429).",
 		}, []string{"function", "namespace"}),
-		window:  newLatencyWindow(now),
-		now:     now,
-		deleted: map[windowKey]time.Time{},
+		queueLen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faas_gpu_queue_length",
+			Help: "Invocations waiting in the proxy for a replica that can start them.",
+		}, []string{"function", "namespace"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faas_gpu_queue_wait_seconds",
+			Help:    "Time an invocation waited in the proxy before it was handed to a replica (0 for one started at once); part of faas_gpu_invocation_duration_seconds.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"function", "namespace"}),
+		window:      newLatencyWindow(now),
+		queueWindow: newLatencyWindow(now),
+		queued:      map[windowKey]int{},
+		now:         now,
+		deleted:     map[windowKey]time.Time{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.violations)
+	reg.MustRegister(m.requests, m.duration, m.violations, m.queueLen, m.queueWait)
 	return m
 }
 
@@ -85,7 +104,8 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 	}
 	m.requests.WithLabelValues(name, ns, strconv.Itoa(code), cacheOutcome).Inc()
 	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
-	violated := slo > 0 && (d > slo || code >= 500)
+	// A request refused with a full queue (429) was not served either.
+	violated := slo > 0 && (d > slo || code >= 500 || code == http.StatusTooManyRequests)
 	if slo > 0 {
 		// Created at 0 by the first invocation, so that a ratio over
 		// faas_gpu_invocations_total has a series before the first miss.
@@ -95,6 +115,38 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 		}
 	}
 	m.window.observe(ns, name, d, violated)
+}
+
+// observeQueue records how long one invocation waited in the proxy's
+// queue before a replica took it.
+func (m *ProxyMetrics) observeQueue(ns, name string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if at, ok := m.deleted[windowKey{ns, name}]; ok && !m.now().Add(-d).After(at) {
+		return
+	}
+	m.queueWait.WithLabelValues(name, ns).Observe(d.Seconds())
+	m.queueWindow.observe(ns, name, d, false)
+}
+
+// setQueued records that n of the function's invocations wait now.
+func (m *ProxyMetrics) setQueued(ns, name string, n int) {
+	if m == nil {
+		return
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	m.queueLen.WithLabelValues(name, ns).Set(float64(n))
+	m.queuedMu.Lock()
+	if n == 0 {
+		delete(m.queued, windowKey{ns, name})
+	} else {
+		m.queued[windowKey{ns, name}] = n
+	}
+	m.queuedMu.Unlock()
 }
 
 // Forget drops every series and the recent window of a deleted function.
@@ -116,7 +168,13 @@ func (m *ProxyMetrics) Forget(namespace, name string) {
 	m.requests.DeletePartialMatch(fn)
 	m.duration.DeletePartialMatch(fn)
 	m.violations.DeletePartialMatch(fn)
+	m.queueLen.DeletePartialMatch(fn)
+	m.queueWait.DeletePartialMatch(fn)
 	m.window.forget(namespace, name)
+	m.queueWindow.forget(namespace, name)
+	m.queuedMu.Lock()
+	delete(m.queued, windowKey{namespace, name})
+	m.queuedMu.Unlock()
 }
 
 // forget drops a function's recent window at once rather than when it ages
@@ -134,5 +192,15 @@ func (m *ProxyMetrics) Measured(namespace, name string, slo time.Duration) (sche
 	if m == nil {
 		return scheduler.MeasuredLatency{}, false
 	}
-	return m.window.measured(namespace, name, slo)
+	ml, ok := m.window.measured(namespace, name, slo)
+	if !ok {
+		return ml, false
+	}
+	if q, ok := m.queueWindow.measured(namespace, name, 0); ok {
+		ml.QueueWaitP50Ms, ml.QueueWaitP95Ms, ml.QueueWaitMeanMs = q.P50Ms, q.P95Ms, q.MeanMs
+	}
+	m.queuedMu.Lock()
+	ml.Queued = m.queued[windowKey{namespace, name}]
+	m.queuedMu.Unlock()
+	return ml, true
 }

@@ -241,8 +241,8 @@ func TestGPUsHandlerMeasured(t *testing.T) {
 	}
 }
 
-// busyResolver has one replica, serving a request from elsewhere for as
-// long as the test runs, so an X-Model request queues for it.
+// busyResolver has one replica of batch 1, serving a request from
+// elsewhere for as long as the test runs, so a request queues for it.
 type busyResolver struct {
 	sloResolver
 	busy scheduler.Endpoint
@@ -257,14 +257,21 @@ func (r busyResolver) Replicas(string, string) ([]scheduler.Endpoint, error) {
 	return []scheduler.Endpoint{r.busy}, nil
 }
 
-// A request that times out queued for a replica holding its model missed
+// A request that times out queued for a replica that can start it missed
 // its SLO, though no replica ever saw it: it counts as an invocation with
-// code 504 and as a violation.
+// code 504 and as a violation. So for a request with X-Model and one
+// without: the proxy queues both.
 func TestProxyCountsAQueueTimeoutAsAViolation(t *testing.T) {
+	for _, model := range []string{"tesseract", ""} {
+		t.Run("model="+model, func(t *testing.T) { testQueueTimeout(t, model) })
+	}
+}
+
+func testQueueTimeout(t *testing.T, model string) {
 	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer replica.Close()
 	res := busyResolver{sloResolver: sloResolver{slos: map[string]time.Duration{"ocr": 5 * time.Second}},
-		busy: scheduler.Endpoint{ID: "ocr-0", URL: replica.URL, InFlight: new(atomic.Int64)}}
+		busy: scheduler.Endpoint{ID: "ocr-0", URL: replica.URL, InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}}
 	res.busy.InFlight.Store(1)
 	reg := prometheus.NewRegistry()
 	m := NewProxyMetrics(reg)
@@ -278,7 +285,9 @@ func TestProxyCountsAQueueTimeoutAsAViolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(HeaderModel, "tesseract")
+	if model != "" {
+		req.Header.Set(HeaderModel, model)
+	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

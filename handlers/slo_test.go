@@ -62,7 +62,7 @@ func TestLocalBackendSLOs(t *testing.T) {
 		t.Errorf("free: measured %+v, want 3 requests and no SLO fields", m)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP faas_gpu_function_slo_violations_total Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures) or failed with a 5xx or a proxy error.
+# HELP faas_gpu_function_slo_violations_total Invocations of a function with an SLO that took longer than it (as faas_gpu_invocation_duration_seconds measures), failed with a 5xx or a proxy error, or were refused with a full queue (429).
 # TYPE faas_gpu_function_slo_violations_total counter
 faas_gpu_function_slo_violations_total{function="tight",namespace="openfaas-fn"} 4
 `), "faas_gpu_function_slo_violations_total"); err != nil {

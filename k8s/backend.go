@@ -122,6 +122,9 @@ type Backend struct {
 	viewTime time.Time
 
 	inflight sync.Map // pod UID -> *atomic.Int64
+	// podSlice is each routed pod's slice config, decoded once from its
+	// placement annotation (resolver.go), pod UID -> scheduler.SliceConfig.
+	podSlice sync.Map
 	// requests are the functions' GPU requests decoded from their records
 	// (routeinfo.go), function key -> gpu.Request.
 	requests sync.Map

@@ -219,6 +219,7 @@ func (b *Backend) podDeleted(obj any) {
 	}
 	if p, ok := obj.(*corev1.Pod); ok {
 		b.inflight.Delete(p.UID)
+		b.podSlice.Delete(p.UID)
 		b.podModel.Delete(p.Name)
 		b.podLoads.Delete(p.Name)
 		b.mu.Lock()

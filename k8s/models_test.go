@@ -4,6 +4,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // What a pod says it holds (docs/replica-protocol.md) replaces the
@@ -154,6 +157,48 @@ func TestPodReportedModelsSteerPlacement(t *testing.T) {
 			mustDeploy(t, st, c, now)
 			if got, want := gpuOf("c"), gpuOf(tt.near); got != want {
 				t.Fatalf("c placed on %s, want %s (beside %s)", got, want, tt.near)
+			}
+		})
+	}
+}
+
+// A pod's endpoint carries its slice's batch size and throughput from its
+// placement annotation, for the proxy's pull dispatch; a pod without a
+// readable one has none (the proxy does not hold it back).
+func TestPodSliceRoutes(t *testing.T) {
+	now := time.Now()
+	placed := encodePlacement(scheduler.Placement{Node: "n0", GPUs: []string{"GPU-0"}, Slice: gpu.Slice{SMPercent: 30}},
+		scheduler.SliceConfig{SMPercent: 30, Batch: 8, Throughput: 250})
+	tests := []struct {
+		name       string
+		annotation string
+		batch      int
+		throughput float64
+	}{
+		{"placed", placed, 8, 250},
+		{"no annotation", "", 0, 0},
+		{"unreadable", "{", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := testState(cluster2x2())
+			mustDeploy(t, st, spec("f", 50, nil), now)
+			group := st.groupSpecs("ns/f")[0].Name
+			pod := functionPod("f", group, "f-pod", now.Truncate(time.Second).Add(time.Second), 3*time.Second)
+			pod.Annotations = map[string]string{AnnotationModel: "m-f"}
+			if tt.annotation != "" {
+				pod.Annotations[AnnotationPlacement] = tt.annotation
+			}
+			b := fakeBackend(t, pod)
+			b.st = st
+			for range 2 { // the second lookup reads what the first decoded
+				rt, err := b.Route("ns", "f", "")
+				if err != nil || len(rt.Endpoints) != 1 {
+					t.Fatalf("route %+v, %v; want the ready pod", rt.Endpoints, err)
+				}
+				if ep := rt.Endpoints[0]; ep.Batch != tt.batch || ep.Throughput != tt.throughput {
+					t.Fatalf("endpoint batch %d, %v req/s; want %d, %v", ep.Batch, ep.Throughput, tt.batch, tt.throughput)
+				}
 			}
 		})
 	}

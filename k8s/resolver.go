@@ -138,11 +138,14 @@ func (b *Backend) endpoints(ns, name, model string) []scheduler.Endpoint {
 			continue
 		}
 		pm := b.podModelsOf(p.Name, p.Annotations[AnnotationModel])
+		slice := b.sliceOf(p)
 		eps = append(eps, scheduler.Endpoint{
-			ID:       p.Name,
-			URL:      "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podPort(p, b.cfg.FunctionPort))),
-			InFlight: b.inFlight(p),
-			Models:   pm.count(),
+			ID:         p.Name,
+			URL:        "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podPort(p, b.cfg.FunctionPort))),
+			InFlight:   b.inFlight(p),
+			Models:     pm.count(),
+			Batch:      slice.Batch,
+			Throughput: slice.Throughput,
 		})
 	}
 	return eps
@@ -156,6 +159,22 @@ func (b *Backend) inFlight(p *corev1.Pod) *atomic.Int64 {
 	}
 	v, _ := b.inflight.LoadOrStore(p.UID, new(atomic.Int64))
 	return v.(*atomic.Int64)
+}
+
+// sliceOf is the pod's slice config from its placement annotation,
+// decoded the first time the pod is routed to: a pod's placement does not
+// change for its life. A pod without a readable one has no slice known
+// (the dispatcher does not hold it back).
+func (b *Backend) sliceOf(p *corev1.Pod) scheduler.SliceConfig {
+	if v, ok := b.podSlice.Load(p.UID); ok {
+		return v.(scheduler.SliceConfig)
+	}
+	var c scheduler.SliceConfig
+	if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil {
+		c = rec.Config
+	}
+	b.podSlice.Store(p.UID, c)
+	return c
 }
 
 // podPort is the watchdog's port in the pod, as rendered.

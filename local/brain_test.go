@@ -367,3 +367,27 @@ func TestReplicaResizedMakeBeforeBreak(t *testing.T) {
 	}
 	t.Logf("%d replicas at the peak, %d at the end (%+v); last: %s", len(peak.Live), len(end.Live), end.Live[0].Config, end.LastScale)
 }
+
+// A replica's endpoint carries its slice's batch size and throughput, for
+// the proxy's pull dispatch: the plan's, for a function with a profile.
+func TestEndpointCarriesItsSlice(t *testing.T) {
+	b := newProfiledBackend(t)
+	spec := modelSpec("vgg", "vgg16", 0)
+	spec.GPU.SMPercent = 10
+	if err := b.Deploy(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	var eps []scheduler.Endpoint
+	eventually(t, 5*time.Second, "vgg ready", func() bool {
+		eps, _ = readyEndpoints(b, DefaultNamespace, "vgg")
+		return len(eps) == 1
+	})
+	v, _ := coreView(b, key(DefaultNamespace, "vgg"))
+	want := v.Plan.Base
+	if want.Batch <= 0 || want.Throughput <= 0 {
+		t.Fatalf("plan %+v: want a profiled slice", want)
+	}
+	if eps[0].Batch != want.Batch || eps[0].Throughput != want.Throughput {
+		t.Fatalf("endpoint batch %d, %v req/s; want the slice's %d, %v", eps[0].Batch, eps[0].Throughput, want.Batch, want.Throughput)
+	}
+}

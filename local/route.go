@@ -74,7 +74,8 @@ func (b *Backend) endpoints(rt *route) []scheduler.Endpoint {
 	eps := make([]scheduler.Endpoint, 0, len(rt.replicas))
 	for _, r := range rt.replicas {
 		if r.run.Ready() {
-			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: b.cache.ModelCount(r.id)})
+			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: b.cache.ModelCount(r.id),
+				Batch: r.config.Batch, Throughput: r.config.Throughput})
 		}
 	}
 	return eps

@@ -185,12 +185,14 @@ func (r *emulatedRunner) serveModel(ctx context.Context, model string, h http.He
 	defer func() { <-r.slots }()
 	r.loading.Lock()
 	svc := r.spec.Emulation.Serve(model)
-	if svc.Resident != nil {
-		r.resident.Store(&svc.Resident)
-	}
 	err = sleepCtx(ctx, svc.Load)
 	if err == nil && svc.Load > 0 {
 		r.noteLoad(model, svc.Load)
+	}
+	// Held once loaded (or given up on: the backend's cache holds it
+	// now), so that a listing never names a model without its load time.
+	if svc.Resident != nil {
+		r.resident.Store(&svc.Resident)
 	}
 	r.loading.Unlock()
 	if err != nil {

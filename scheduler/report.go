@@ -17,6 +17,18 @@ type Endpoint struct {
 	// Models is how many models the replica holds: a miss goes to the
 	// replica with fewest, so models spread instead of evicting each other.
 	Models int
+	// Batch and Throughput are the replica's slice (SliceConfig): the
+	// proxy hands it a request while it has fewer than Batch in flight,
+	// and prefers the replica that would complete one soonest at
+	// Throughput (req/s at full batches). 0: no profile, no slice known;
+	// the replica is never held back (scheduler.Pull).
+	Batch      int
+	Throughput float64
+}
+
+// Slot is the endpoint as the pull dispatcher sees it now.
+func (e Endpoint) Slot() Slot {
+	return Slot{InFlight: int(e.InFlight.Load()), Batch: e.Batch, Throughput: e.Throughput, Models: e.Models}
 }
 
 // Route is where a function's requests go now: the one lookup the proxy
@@ -90,6 +102,15 @@ type MeasuredLatency struct {
 	SLOMs             float64  `json:"sloMs,omitempty"`
 	SLOViolations     *int     `json:"sloViolations,omitempty"`
 	SLOViolationRatio *float64 `json:"sloViolationRatio,omitempty"`
+	// Queued is how many of the function's requests wait in the proxy now
+	// for a replica that can start them. QueueWaitP50Ms, QueueWaitP95Ms
+	// and QueueWaitMeanMs are how long the requests the proxy handed to a
+	// replica in the window waited for it (0 for one that started at
+	// once), part of the latency above.
+	Queued          int     `json:"queued"`
+	QueueWaitP50Ms  float64 `json:"queueWaitP50Ms"`
+	QueueWaitP95Ms  float64 `json:"queueWaitP95Ms"`
+	QueueWaitMeanMs float64 `json:"queueWaitMeanMs"`
 }
 
 // NodeReport is one node of the report.

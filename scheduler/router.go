@@ -1,6 +1,7 @@
 package scheduler
 
-// Candidate is a ready replica the router may send a request to.
+// Candidate is a ready replica the LALB router may send a request to (the
+// simulator's lb/lalb policies; the provider dispatches with Pull).
 type Candidate struct {
 	ID       string
 	InFlight int64
@@ -10,19 +11,8 @@ type Candidate struct {
 	Models int
 }
 
-// LeastOutstanding picks the candidate with the fewest requests in flight;
-// ties go to the lowest ID so the choice is deterministic, never random.
-// It returns -1 when there is no candidate.
-func LeastOutstanding(cands []Candidate) int {
-	best := -1
-	for i, c := range cands {
-		if best < 0 || less(c, cands[best]) {
-			best = i
-		}
-	}
-	return best
-}
-
+// less orders two candidates by in-flight count, then ID, so the choice is
+// deterministic, never random.
 func less(a, b Candidate) bool {
 	return a.InFlight < b.InFlight || (a.InFlight == b.InFlight && a.ID < b.ID)
 }

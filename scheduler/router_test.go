@@ -2,23 +2,6 @@ package scheduler
 
 import "testing"
 
-func TestLeastOutstanding(t *testing.T) {
-	tests := []struct {
-		cands []Candidate
-		want  int
-	}{
-		{nil, -1},
-		{[]Candidate{{ID: "a", InFlight: 3}, {ID: "b", InFlight: 1}, {ID: "c", InFlight: 2}}, 1},
-		{[]Candidate{{ID: "b", InFlight: 1}, {ID: "a", InFlight: 1}}, 1},
-		{[]Candidate{{ID: "a"}}, 0},
-	}
-	for _, tt := range tests {
-		if got := LeastOutstanding(tt.cands); got != tt.want {
-			t.Errorf("LeastOutstanding(%v) = %d, want %d", tt.cands, got, tt.want)
-		}
-	}
-}
-
 func TestLocalityAware(t *testing.T) {
 	tests := []struct {
 		name  string

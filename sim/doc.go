@@ -6,7 +6,7 @@
 //
 // The faas-gpu policy drives the provider's own decision code
 // (scheduler.PlanFunction, Allocator.Place/Demote/Promote/Release,
-// Autoscale, RateEstimator, LeastOutstanding, LocalityAware, NextFor) and
+// Autoscale, RateEstimator, Pull, LocalityAware, NextFor) and
 // its model cache (cache.Cache); replicas serve requests in the latency
 // the measured profiles give for their slice (profiles.Profile.Latency,
 // interpolated, never a formula). The baselines (time sharing, FaST-GShare,

@@ -167,8 +167,6 @@ type Engine struct {
 	catalogQuotas bool
 	store         *profiles.Store
 	scratch       []int32
-	cands         []scheduler.Candidate
-	serving       []*replica
 	// onDone, when set (by tests), sees every completion: the request,
 	// the replica that served it and when.
 	onDone func(n int32, r *replica, at time.Duration)
@@ -496,30 +494,6 @@ func (e *Engine) setBusy(g *gpuState, d int) {
 	if g.busy == 0 {
 		e.met.busy--
 	}
-}
-
-// routeLeastOutstanding sends request n to the serving replica of reps
-// with the fewest requests outstanding (scheduler.LeastOutstanding, as the
-// provider's proxy); it starts at once if that replica is idle. It
-// reports false when no replica serves.
-func (e *Engine) routeLeastOutstanding(reps []*replica, n int32) bool {
-	e.cands, e.serving = e.cands[:0], e.serving[:0]
-	for _, r := range reps {
-		if r.state == repServing {
-			e.cands = append(e.cands, scheduler.Candidate{ID: r.id, InFlight: r.outstanding()})
-			e.serving = append(e.serving, r)
-		}
-	}
-	i := scheduler.LeastOutstanding(e.cands)
-	if i < 0 {
-		return false
-	}
-	r := e.serving[i]
-	r.queue.push(n)
-	if !r.busy {
-		e.serveQueue(r)
-	}
-	return true
 }
 
 // serveQueue starts the next batch from r's own queue, if any.

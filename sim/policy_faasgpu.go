@@ -35,16 +35,24 @@ import (
 //     memory, SM freed), which expire after the warm TTL or are evicted by
 //     placements that need their memory; a request for a function scaled
 //     to zero scales it to one, as the gateway does;
-//   - requests go to the replica with fewest outstanding
-//     (scheduler.LeastOutstanding); a replica batches up to its batch size
-//     from what waits for it. A function serving many models (X-Model) is
-//     dispatched as the provider does: LALB with out-of-order dispatch (see
-//     dispatcher), one request at a time per replica.
+//   - requests wait in their function's queue and go, as the provider's
+//     proxy hands them out (scheduler.Pull), to a serving replica that can
+//     start them: fewer outstanding than its batch size, the one that
+//     would complete one soonest at its slice's throughput; a replica
+//     batches what it was handed. A function serving many models
+//     (X-Model) is dispatched by the LALB dispatcher with out-of-order
+//     dispatch (see dispatcher), one request at a time per replica.
 type faasGPU struct {
 	core *lifecycle.Core
 	fns  []*fgFn
 	byFn map[string]*fgFn
 	byID map[string]*replica
+	// Pull's scratch, reused: the serving replicas, their slots, the
+	// queue's head and the grants.
+	serving []*replica
+	slots   []scheduler.Slot
+	head    []scheduler.Waiting
+	grants  []scheduler.Grant
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
@@ -60,7 +68,7 @@ type fgFn struct {
 	multi       bool
 	live        []*replica // started replicas in service: starting, serving
 	warm        []*replica // scaled down, model kept; most recently idled last
-	waiting     fifo       // requests that found no serving replica
+	waiting     fifo       // requests no replica could start yet (scheduler.Pull)
 	d           dispatcher
 	requests    uint64
 	lastRequest time.Time
@@ -243,8 +251,47 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 		f.d.arrive(e, f.live, n)
 		return
 	}
-	if !e.routeLeastOutstanding(f.live, n) {
-		f.waiting.push(n)
+	f.waiting.push(n)
+	p.pull(e, f)
+}
+
+// pull hands f's waiting requests to the serving replicas that can start
+// them (scheduler.Pull, the provider's proxy's decision), then starts a
+// batch on each idle replica that was handed some.
+func (p *faasGPU) pull(e *Engine, f *fgFn) {
+	if f.waiting.len() == 0 {
+		return
+	}
+	p.serving, p.slots = p.serving[:0], p.slots[:0]
+	room := 0 // the most Pull can hand out: the queue's head is enough
+	for _, r := range f.live {
+		if r.state != repServing {
+			continue
+		}
+		s := scheduler.Slot{InFlight: int(r.outstanding()), Batch: r.batch, Throughput: r.cfg.Throughput}
+		if s.Throughput > 0 {
+			room += max(s.Batch-s.InFlight, 0)
+		} else {
+			room = f.waiting.len() // never held back
+		}
+		p.serving = append(p.serving, r)
+		p.slots = append(p.slots, s)
+	}
+	k := min(room, f.waiting.len())
+	if k == 0 {
+		return
+	}
+	for len(p.head) < k {
+		p.head = append(p.head, scheduler.Waiting{})
+	}
+	// One model per function: no locality rule, so the requests are
+	// alike and Pull grants them oldest first.
+	p.grants = scheduler.Pull(p.head[:k], p.slots, scheduler.PullView{}, p.grants[:0])
+	for _, g := range p.grants {
+		p.serving[g.Slot].queue.push(f.waiting.pop())
+	}
+	for _, r := range p.serving {
+		e.serveQueue(r)
 	}
 }
 
@@ -257,11 +304,7 @@ func (p *faasGPU) ready(e *Engine, r *replica) {
 		f.d.drain(e, f.live)
 		return
 	}
-	for f.waiting.len() > 0 {
-		if !e.routeLeastOutstanding(f.live, f.waiting.pop()) {
-			panic("sim: a serving replica refused a request")
-		}
-	}
+	p.pull(e, f) // it takes from the queue that built while it started
 	e.serveQueue(r)
 }
 
@@ -282,6 +325,9 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 		if f.multi {
 			f.d.drain(e, f.live)
 		} else {
+			// Room at r: it pulls, and starts its next batch with
+			// what it was handed while it ran and what it pulls now.
+			p.pull(e, f)
 			e.serveQueue(r)
 		}
 	}
@@ -302,13 +348,13 @@ func (p *faasGPU) tick(e *Engine) {
 }
 
 // backlog is what waits for f beyond what its replicas serve at once, as
-// the local backend measures it (local.backlogLocked): requests routed to a
-// replica that wait for its running batch, plus those queued for a
-// replica (none serving yet, or the multi-model dispatcher's queue).
+// the local backend measures it (local.backlogLocked): requests
+// outstanding at a replica above its batch size, plus those queued for a
+// replica (in the function's queue, or the multi-model dispatcher's).
 func (f *fgFn) backlog() float64 {
 	n := f.waiting.len() + f.d.queued()
 	for _, r := range f.live {
-		n += r.queue.len()
+		n += max(int(r.outstanding())-r.batch, 0)
 	}
 	return float64(n)
 }

@@ -47,7 +47,7 @@ type replica struct {
 	// started: its container runs and its model is loaded.
 	started bool
 
-	queue   fifo    // routed to it, not started (least-outstanding routing)
+	queue   fifo    // handed to it, not started (waiting for its running batch)
 	running []int32 // the batch it computes
 	busy    bool
 	gen     uint64
@@ -73,8 +73,8 @@ type replica struct {
 	tput, rpr float64               // fast-gshare family: throughput, RPR
 }
 
-// outstanding is what least-outstanding routing counts: requests running
-// and waiting at the replica.
+// outstanding is the replica's in flight as the proxy counts it: requests
+// running and handed to it, waiting for its running batch.
 func (r *replica) outstanding() int64 { return int64(len(r.running) + r.queue.len()) }
 
 // gpuState is one GPU as the engine accounts for it.
