@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -173,8 +174,28 @@ func (b *Backend) sliceOf(p *corev1.Pod) scheduler.SliceConfig {
 	if rec, err := decodePlacement(p.Annotations[AnnotationPlacement]); err == nil {
 		c = rec.Config
 	}
+	// The batch the pod was told (lifecycle.RenderEnv), the function's
+	// own FAAS_GPU_BATCH included: pull dispatch hands it that many.
+	if n := podBatch(p); n > 0 && c.Batch > 0 {
+		c.Batch = n
+	}
 	b.podSlice.Store(p.UID, c)
 	return c
+}
+
+// podBatch is the FAAS_GPU_BATCH the pod's container was given; 0 when
+// none is readable.
+func podBatch(p *corev1.Pod) int {
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "FAAS_GPU_BATCH" {
+				if n, err := strconv.Atoi(strings.TrimSpace(e.Value)); err == nil && n > 0 {
+					return n
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // podPort is the watchdog's port in the pod, as rendered.

@@ -115,3 +115,21 @@ func RenderEnv(in EnvInput) []EnvVar {
 
 // DefaultMPSPipeDir is where the MPS control daemon listens by default.
 const DefaultMPSPipeDir = "/tmp/nvidia-mps"
+
+// ReplicaBatch is the batch size a replica of spec on slice cfg is told
+// (FAAS_GPU_BATCH, as RenderEnv renders it): the function's own value
+// when it is a positive number, else the slice's. The proxy's pull
+// dispatch hands a replica this many requests at once, so it must be the
+// batch the replica gathers, not only the plan's. A slice with no batch
+// (no profile) stays so: such a replica is not held back.
+func ReplicaBatch(spec scheduler.Function, cfg scheduler.SliceConfig) int {
+	if cfg.Batch <= 0 {
+		return cfg.Batch
+	}
+	if v, ok := spec.Deployment.EnvVars["FAAS_GPU_BATCH"]; ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return cfg.Batch
+}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -15,8 +16,11 @@ import (
 // write or a decision.
 type route struct {
 	replicas []*replica
-	slo      time.Duration
-	model    string
+	// batches are the replicas' batch sizes as they were told
+	// (lifecycle.ReplicaBatch), for the proxy's pull dispatch.
+	batches []int
+	slo     time.Duration
+	model   string
 }
 
 // publishRouteLocked rebuilds function k's route from the core, or drops
@@ -33,6 +37,7 @@ func (b *Backend) publishRouteLocked(k string) {
 	for _, rv := range v.Live {
 		if r := b.running[rv.ID]; r != nil && r.run != nil {
 			rt.replicas = append(rt.replicas, r)
+			rt.batches = append(rt.batches, lifecycle.ReplicaBatch(v.Spec, r.config))
 		}
 	}
 	b.routes[k] = rt
@@ -72,10 +77,10 @@ func (b *Backend) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 
 func (b *Backend) endpoints(rt *route) []scheduler.Endpoint {
 	eps := make([]scheduler.Endpoint, 0, len(rt.replicas))
-	for _, r := range rt.replicas {
+	for i, r := range rt.replicas {
 		if r.run.Ready() {
 			eps = append(eps, scheduler.Endpoint{ID: r.id, URL: r.run.URL(), InFlight: &r.inFlight, Models: b.cache.ModelCount(r.id),
-				Batch: r.config.Batch, Throughput: r.config.Throughput})
+				Batch: rt.batches[i], Throughput: r.config.Throughput})
 		}
 	}
 	return eps
