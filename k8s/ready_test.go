@@ -71,15 +71,17 @@ func (c *podCluster) converge(now time.Time) {
 		// The ReplicaSet controller removes the cheapest pods: untied,
 		// newest first.
 		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(b.Name, a.Name) })
+		var kept []*corev1.Pod
+		extra := len(pods) - want[group]
 		for _, p := range pods {
-			if len(byGroup[group]) <= want[group] {
-				break
-			}
-			if !tied[p.Name] {
+			if extra > 0 && !tied[p.Name] {
 				_ = c.pods.Delete(p)
-				byGroup[group] = slices.DeleteFunc(byGroup[group], func(x *corev1.Pod) bool { return x == p })
+				extra--
+				continue
 			}
+			kept = append(kept, p)
 		}
+		byGroup[group] = kept
 	}
 	for group, n := range want {
 		for len(byGroup[group]) < n {
