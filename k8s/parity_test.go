@@ -31,7 +31,7 @@ func TestParityWithTheSimulator(t *testing.T) {
 		"kubernetes": newStateRunner(cat.Store),
 		// kwok's pods are ready at once: every replica started is ready by
 		// the end of its step on both, as on the local backend.
-		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0, true),
+		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0),
 	}, false)
 }
 
