@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -440,6 +441,9 @@ func (s *state) liveOrder(ids []string) []string {
 func (s *state) reportReady(serving func(ns string, g *group) []string, now time.Time) map[string]bool {
 	dirty := map[string]bool{}
 	for _, v := range s.core.Functions() {
+		if !slices.ContainsFunc(v.Live, func(r lifecycle.ReplicaView) bool { return r.Phase == lifecycle.Starting }) {
+			continue // nothing to tell: no need to look at its pods
+		}
 		// One at a time, the groups built afresh after each: a replacement
 		// ready retires replicas of other groups.
 		for s.reportOneReady(v.Key, serving, now, dirty) {
