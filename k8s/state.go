@@ -467,6 +467,13 @@ func (s *state) reportOneReady(k string, serving func(ns string, g *group) []str
 			began := time.Now() // not now: a test may pass a made-up time
 			res := s.core.ReplicaReady(id, now)
 			dirty[k] = true
+			for _, e := range res.Effects {
+				if e.Kind == lifecycle.Demote || e.Kind == lifecycle.Stop {
+					ns, name := splitKey(e.Function)
+					s.log.Info("replacement ready: the replica it replaces leaves", zap.String("function", name), zap.String("namespace", ns),
+						zap.String("replica", e.Replica.ID), zap.String("replacement", id), zap.String("why", e.Why))
+				}
+			}
 			for f := range s.apply(res, time.Since(began), now) {
 				dirty[f] = true
 			}

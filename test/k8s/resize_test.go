@@ -160,8 +160,8 @@ func TestResizeMakeBeforeBreakOnKubernetes(t *testing.T) {
 		t.Fatalf("no resize of %s (%d%%) completed: Deployments %v, %+v", old, oldSM, now, p.gpus(t).Functions)
 	}
 	resized := time.Now()
-	if !strings.Contains(p.out.String(), "resize: ") {
-		t.Errorf("no resize logged; the new Deployment %s came another way", newer)
+	if out := p.out.String(); !strings.Contains(out, "resize: ") || !strings.Contains(out, "replacement ready: the replica it replaces leaves") {
+		t.Errorf("no resize, or no replacement ready, logged; the new Deployment %s came another way", newer)
 	}
 	// Drained (its pod gone), the old Deployment is deleted.
 	if err := poll(10*time.Second, func() bool {
