@@ -179,7 +179,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.BoolVar(&o.queueing, "autoscale-queueing", true, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99 and resize replicas to their load; false: the rate plus headroom over full-batch throughput, no resizing (docs/scheduling.md)")
 	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
 	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "the longest a scaled-down replica keeps its model in GPU memory (shorter for a function idle beyond its usual gaps or a crowded GPU: docs/scheduling.md)")
-	fs.BoolVar(&o.consolidate, "consolidate", true, "move replicas, make before break, to free a GPU whose replicas fit on the others (local mode; off on Kubernetes: docs/scheduling.md)")
+	fs.BoolVar(&o.consolidate, "consolidate", true, "move replicas, make before break, to free a GPU whose replicas fit on the others (docs/scheduling.md §7)")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.Usage = func() {
@@ -640,15 +640,16 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 			return nil, "", fmt.Errorf("-inventory: not used on Kubernetes, where GPUs come from the Nodes")
 		}
 		b, err := k8s.New(k8s.Config{
-			Rest:       rest,
-			Load:       shared,
-			Profiles:   store,
-			Autoscale:  scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
-			Tick:       o.tick,
-			WarmTTL:    o.warmTTL,
-			MPSPipeDir: o.mpsPipeDir,
-			Log:        log.Named("k8s"),
-			Options:    *o.k8s,
+			Rest:          rest,
+			Load:          shared,
+			Profiles:      store,
+			Autoscale:     scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
+			Tick:          o.tick,
+			WarmTTL:       o.warmTTL,
+			NoConsolidate: !o.consolidate,
+			MPSPipeDir:    o.mpsPipeDir,
+			Log:           log.Named("k8s"),
+			Options:       *o.k8s,
 		})
 		if err != nil {
 			return nil, "", err

@@ -26,6 +26,9 @@ type Config struct {
 	// WarmTTL is how long a scaled-down replica's pod keeps its model, out
 	// of routing, before it is removed; 0: lifecycle.DefaultWarmTTL.
 	WarmTTL time.Duration
+	// NoConsolidate never moves a replica to free a GPU (serve
+	// -consolidate=false, as in local mode).
+	NoConsolidate bool
 	// MPSPipeDir is the MPS control daemon's pipe folder on the nodes,
 	// mounted into every replica and given as CUDA_MPS_PIPE_DIRECTORY.
 	MPSPipeDir string

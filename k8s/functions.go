@@ -188,6 +188,7 @@ func (b *Backend) coreOptions() lifecycle.Options {
 	o.WarmTTL = b.cfg.WarmTTL
 	// Without warm pods a replica taken out of service stops, as before.
 	o.NoWarm = !b.cfg.WarmReplicas
+	o.NoConsolidate = b.cfg.NoConsolidate
 	return o
 }
 

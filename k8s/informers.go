@@ -232,7 +232,8 @@ func (b *Backend) podDeleted(obj any) {
 }
 
 // podUpdated counts, on the leader, the start-up of a function's pod the
-// first time it turns ready: ready again (after a restart or a failed
+// first time it turns ready, and wakes the loop (which tells the core the
+// booking paired with it is ready): ready again (after a restart or a failed
 // probe) it did not just start. Only pods made since this instance took
 // the lead count: an earlier leader saw the others.
 func (b *Backend) podUpdated(oldObj, newObj any) {
@@ -244,6 +245,9 @@ func (b *Backend) podUpdated(oldObj, newObj any) {
 	if !ok || p.Labels[LabelGroup] == "" || podReady(old) || !podReady(p) {
 		return
 	}
+	// Its booking is ready for the core (reconcile): a replacement
+	// waiting for it retires what it replaces without waiting a period.
+	defer b.kick()
 	d, ok := podStartup(p)
 	if !ok {
 		return

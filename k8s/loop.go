@@ -45,7 +45,8 @@ func (b *Backend) loop(ctx context.Context) {
 	}
 }
 
-// reconcile brings the decisions up to date with the cluster and queues
+// reconcile brings the decisions up to date with the cluster (nodes,
+// drains, demotes confirmed, pods ready) and queues
 // the functions that changed for writing, and the placeholders; all queues
 // every function again.
 func (b *Backend) reconcile(all bool) {
@@ -78,6 +79,11 @@ func (b *Backend) reconcile(all bool) {
 		dirty[k] = true
 	}
 	for k := range st.confirmDemotes(now) {
+		dirty[k] = true
+	}
+	// Pods turned ready: their bookings are ready for the core, and a
+	// replacement retires what it replaces.
+	for k := range st.reportReady(b.servingLocked(st), now) {
 		dirty[k] = true
 	}
 	if b.modelsTold.Swap(false) || all {

@@ -15,8 +15,9 @@ import (
 // TestParityWithTheSimulator plays test/parity's scenario through the
 // Kubernetes backend's state — the lifecycle core with the backend's
 // groups and drains, as its control loop drives it, with every drain
-// ending as soon as it is asked about (the pods are gone) and every demote
-// confirmed at once (the pods labelled) — and through
+// ending as soon as it is asked about (the pods are gone), every demote
+// confirmed at once (the pods labelled) and every pod ready at once (as
+// kwok's are, reported to the core as the loop does) — and through
 // the simulator with the same core options, warm replicas included. They
 // decide the same, step by step. The API writes that carry the decisions out are
 // test/k8s's business.
@@ -28,10 +29,9 @@ func TestParityWithTheSimulator(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	parity.Play(t, t0, []string{"kubernetes", "sim"}, map[string]parity.Runner{
 		"kubernetes": newStateRunner(cat.Store),
-		// The core on Kubernetes is not told when a pod is ready (so it
-		// starts no resize): the simulator's replicas are never ready
-		// either; and it does not consolidate (coreOptions).
-		"sim": parity.NewSimRunner(t, cat, sim.Options{NoConsolidate: true}, t0, false),
+		// kwok's pods are ready at once: every replica started is ready by
+		// the end of its step on both, as on the local backend; both consolidate.
+		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0),
 	}, false)
 }
 
@@ -50,6 +50,10 @@ func newStateRunner(store *profiles.Store) *stateRunner {
 }
 
 func (r *stateRunner) settle(now time.Time) {
+	// Every booking in service has a ready pod, as kwok's are at once:
+	// the loop reports them (a replacement ready retires what it
+	// replaces).
+	r.st.reportReady(func(_ string, g *group) []string { return g.ids }, now)
 	// Each warm replica's pod is labelled at once, as the writer does,
 	// and the loop confirms the demote.
 	for id, pod := range r.st.warmPod {

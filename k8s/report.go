@@ -121,7 +121,8 @@ type paired struct {
 
 // pairPods pairs the bookings of one group with its pods. A Deployment's
 // pods are not tied to bookings, except a warm replica's pod (warmPod):
-// the others are paired in order, bookings in service first (by ID), then
+// the others are paired in order, bookings in service first (ready ones,
+// then starting ones, each by ID: state.liveOrder), then
 // warm ones not tied yet, then draining ones, with the group's pods ready
 // ones first (groupPods). The report names bookings after their pods, and
 // what a pod says it holds goes to its booking's cache (feedModels).
@@ -151,11 +152,13 @@ func (b *Backend) pairPods(st *state, ns, group string, live, warm, draining []s
 			untied = append(untied, id)
 		}
 	}
+	drainingSorted := append([]string(nil), draining...)
+	sort.Strings(drainingSorted)
+	untiedSorted := append([]string(nil), untied...)
+	sort.Strings(untiedSorted)
 	i := 0
-	for _, ids := range [][]string{live, untied, draining} {
-		sorted := append([]string(nil), ids...)
-		sort.Strings(sorted)
-		for _, id := range sorted {
+	for _, ids := range [][]string{st.liveOrder(live), untiedSorted, drainingSorted} {
+		for _, id := range ids {
 			pr := paired{id: id, pos: i}
 			if i < len(pods) {
 				pr.pod = pods[i]
@@ -165,6 +168,26 @@ func (b *Backend) pairPods(st *state, ns, group string, live, warm, draining []s
 		}
 	}
 	return out
+}
+
+// servingLocked says, for the state's loop (state.reportReady), which
+// bookings in service of a group have a ready pod paired with them
+// (pairPods). Called with b.mu held.
+func (b *Backend) servingLocked(st *state) func(ns string, g *group) []string {
+	return func(ns string, g *group) []string {
+		var draining []string
+		if d := st.drains[fnKey(ns, g.name)]; d != nil {
+			draining = d.ids
+		}
+		var out []string
+		for _, pr := range b.pairPods(st, ns, g.name, g.ids, g.warm, draining) {
+			// Positions 0 to len(g.ids)-1 are the bookings in service.
+			if pr.pos >= 0 && pr.pos < len(g.ids) && pr.pod != nil && podReady(pr.pod) {
+				out = append(out, pr.id)
+			}
+		}
+		return out
+	}
 }
 
 // groupPods are the pods of one group that may still use its GPU, in the

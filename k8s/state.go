@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,14 +85,11 @@ type drain struct {
 // stopped replica's booking is held until its pods are gone. A replica
 // taken out of service is kept warm: its pod stays, labelled out of
 // routing (LabelWarm), its model in memory; its SM share is held until
-// that label is written (confirmDemotes).
-//
-// Consolidation is off: a move is make before break, the old replica goes
-// once its replacement is ready (lifecycle.Core.ReplicaReady), and this
-// backend does not yet tell the core which booking is ready, so a
-// replacement would never take over.
+// that label is written (confirmDemotes). Resizes and consolidation
+// moves are made before the old replica goes: the loop reports each
+// booking ready once its paired pod is (reportReady).
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID, NoConsolidate: true}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {
@@ -407,6 +405,84 @@ func (s *state) confirmDemotes(now time.Time) map[string]bool {
 		}
 	}
 	return dirty
+}
+
+// liveOrder is the order in which a group's bookings in service are
+// paired with its pods (pairPods, whose pods come ready ones first): the
+// bookings the core holds ready first, then the starting ones, each by
+// ID. A Deployment's pods are interchangeable, so this is what makes a
+// booking's pod "its" pod: a starting booking is paired with a ready pod
+// only when the group has more ready pods than ready bookings, never
+// with the pod of a booking that served already (a replacement that
+// joins a group where another replica serves is not ready on that one's
+// pod), and a ready booking whose pairing moves to another ready pod
+// stays ready.
+func (s *state) liveOrder(ids []string) []string {
+	out := append([]string(nil), ids...)
+	starting := func(id string) bool {
+		v, ok := s.core.Replica(id)
+		return ok && v.Phase == lifecycle.Starting
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if si, sj := starting(out[i]), starting(out[j]); si != sj {
+			return sj
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// reportReady tells the core which starting replicas answer: those of a
+// group whose paired pod is ready (serving: the IDs of group g of a
+// function of namespace ns with a ready pod, from pairPods). Each is told
+// once: the core holds it ready from then on, and liveOrder keeps it
+// paired first. A replica that replaces others retires them now
+// (lifecycle.Core.ReplicaReady), so the old ones leave routing only once
+// the new pod serves. It returns the functions to write. Run by the loop,
+// which holds Backend.txMu, as confirmDemotes.
+func (s *state) reportReady(serving func(ns string, g *group) []string, now time.Time) map[string]bool {
+	dirty := map[string]bool{}
+	for _, v := range s.core.Functions() {
+		if !slices.ContainsFunc(v.Live, func(r lifecycle.ReplicaView) bool { return r.Phase == lifecycle.Starting }) {
+			continue // nothing to tell: no need to look at its pods
+		}
+		// One at a time, the groups built afresh after each: a replacement
+		// ready retires replicas of other groups.
+		for s.reportOneReady(v.Key, serving, now, dirty) {
+		}
+	}
+	return dirty
+}
+
+// reportOneReady tells the core of one starting replica of function k
+// whose pod serves, if there is one, and reports whether there was.
+func (s *state) reportOneReady(k string, serving func(ns string, g *group) []string, now time.Time, dirty map[string]bool) bool {
+	v, ok := s.core.Function(k)
+	if !ok {
+		return false
+	}
+	for _, g := range s.groups(v) {
+		for _, id := range serving(v.Spec.Namespace(), g) {
+			if r, ok := s.core.Replica(id); !ok || r.Phase != lifecycle.Starting {
+				continue
+			}
+			began := time.Now() // not now: a test may pass a made-up time
+			res := s.core.ReplicaReady(id, now)
+			dirty[k] = true
+			for _, e := range res.Effects {
+				if e.Kind == lifecycle.Demote || e.Kind == lifecycle.Stop {
+					ns, name := splitKey(e.Function)
+					s.log.Info("replacement ready: the replica it replaces leaves", zap.String("function", name), zap.String("namespace", ns),
+						zap.String("replica", e.Replica.ID), zap.String("replacement", id), zap.String("why", e.Why))
+				}
+			}
+			for f := range s.apply(res, time.Since(began), now) {
+				dirty[f] = true
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // heldGPUs are the GPUs where nothing new may start yet: those of an

@@ -14,18 +14,14 @@ import (
 // the effects it asks for, carried out on the engine's replicas — one step
 // at a time, the way a backend is driven: functions deployed and removed
 // by name, requests counted (not served), ticks, GPUs lost. No event loop
-// runs, so replicas are placed and started but serve nothing. It is how
+// runs, so replicas are placed and started, ready by the end of each step,
+// but serve nothing. It is how
 // test/parity plays one scenario through the simulator beside the local
 // and Kubernetes backends.
 type Script struct {
 	e  *Engine
 	p  *faasGPU
 	t0 time.Time
-	// ReadyAtOnce tells the core every started replica is ready at the
-	// end of each step, as the local backend's emulated workers are. Off,
-	// no replica is ever ready, as the Kubernetes backend's core sees them
-	// (it is not told when a pod is ready), so no resize starts.
-	ReadyAtOnce bool
 }
 
 // NewScript prepares wl's functions (none deployed yet; its arrivals are
@@ -97,14 +93,12 @@ func (s *Script) Tick(t time.Time) {
 	s.readyAll()
 }
 
-// readyAll tells the core, with ReadyAtOnce, that every replica started
-// is ready, as the local backend's emulated workers are at once (no event
-// loop runs here to bring a start-up to its end): a replacement then
-// retires what it replaces within the same step, on both.
+// readyAll tells the core that every replica started is ready, as the
+// local backend's emulated workers are at once and the Kubernetes
+// backend's pods on kwok (no event loop runs here to bring a start-up to
+// its end): a replacement then retires what it replaces within the same
+// step, on every runner.
 func (s *Script) readyAll() {
-	if !s.ReadyAtOnce {
-		return
-	}
 	for _, f := range s.p.fns {
 		if f == nil {
 			continue

@@ -188,16 +188,14 @@ func Play(t testing.TB, t0 time.Time, names []string, runners map[string]Runner,
 // SimRunner is the simulator's faas-gpu policy, driven step by step.
 type SimRunner struct{ s *sim.Script }
 
-// NewSimRunner prepares the scenario in the simulator with opts. With
-// readyAtOnce every replica started is ready by the end of its step, as
-// the local backend's emulated workers are; without, none ever is, as the
-// Kubernetes backend's core sees them (sim.Script.ReadyAtOnce).
-func NewSimRunner(t testing.TB, cat *sim.Catalog, opts sim.Options, t0 time.Time, readyAtOnce bool) *SimRunner {
+// NewSimRunner prepares the scenario in the simulator with opts. Every
+// replica started is ready by the end of its step, as the local backend's
+// emulated workers and kwok's pods are.
+func NewSimRunner(t testing.TB, cat *sim.Catalog, opts sim.Options, t0 time.Time) *SimRunner {
 	s, err := sim.NewScript(SimWorkload(), Cluster("node-a", "node-b"), cat, opts, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ReadyAtOnce = readyAtOnce
 	return &SimRunner{s: s}
 }
 

@@ -24,7 +24,7 @@ func TestLocalAndSimulator(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	Play(t, t0, []string{"local", "sim"}, map[string]Runner{
 		"local": newLocal(t, cat),
-		"sim":   NewSimRunner(t, cat, sim.Options{}, t0, true),
+		"sim":   NewSimRunner(t, cat, sim.Options{}, t0),
 	}, true)
 }
 
