@@ -146,6 +146,9 @@ type function struct {
 	seen      uint64
 	quiet     bool
 	quietFrom time.Time
+	// mix follows the models a multi-model function's requests name
+	// (mix.go); nil for one model.
+	mix *mixState
 }
 
 type replica struct {

@@ -139,7 +139,11 @@ func (c *Core) baseSlice(fn *function) scheduler.SliceConfig {
 	if !fn.plan.Autoscaled || c.opts.Autoscale.NoQueueing || fn.plan.Request.SLO <= 0 {
 		return fn.plan.Base
 	}
-	if s, ok := scheduler.SmallestSlice(fn.plan.Configs, fn.plan.Request.SLO, c.opts.Autoscale.SLOQuantile, c.memoryPercent(fn.plan.Request.MemoryBytes)); ok {
+	configs := fn.plan.Configs
+	if menu, ok := fn.mixMenu(); ok {
+		configs = menu
+	}
+	if s, ok := scheduler.SmallestSlice(configs, fn.plan.Request.SLO, c.opts.Autoscale.SLOQuantile, c.memoryPercent(fn.plan.Request.MemoryBytes)); ok {
 		return s
 	}
 	return fn.plan.Base

@@ -15,6 +15,14 @@ type Load struct {
 	// Backlog is how many wait beyond what the replicas serve at once:
 	// queued for a replica, or in flight at one above its batch size.
 	Backlog float64
+	// Models counts the requests so far by the model they name (X-Model;
+	// running counts), for a function serving many models: its capacity
+	// is planned from this mix (scheduler.MixConfigs). nil: one model.
+	Models map[string]uint64
+	// Loads counts the model loads its replicas made so far (cache
+	// misses and node hits; a running count): their time is counted in
+	// the mix's capacity.
+	Loads uint64
 }
 
 // ObserveLoad records what the proxy counted of function key; Tick reads
@@ -61,13 +69,20 @@ func (c *Core) Tick(now time.Time) Result {
 		}
 		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
+			c.observeMix(fn, now)
+			if menu, ok := fn.mixMenu(); ok {
+				// Its replicas' time spent loading models is demand too.
+				in.Configs = menu
+				f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
+				in.Rate, in.Rising = in.Rate*f, in.Rising*f
+			}
 		}
 		// A replica being replaced counts once, as its replacement: the
 		// pair's capacity is what serves once the old one goes.
 		replaced := replacedIDs(fn)
 		for _, r := range fn.live {
 			if !replaced[r.id] {
-				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
+				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 			}
 		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
