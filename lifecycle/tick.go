@@ -53,6 +53,7 @@ func (c *Core) Tick(now time.Time) Result {
 	}
 	c.expireWarm(now, &res)
 	c.stopReplaced(now, &res)
+	over := map[string]bool{} // functions whose backlog alone outruns their replicas
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
 		c.cancelStuckReplacements(fn, now)
@@ -85,6 +86,9 @@ func (c *Core) Tick(now time.Time) Result {
 				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 			}
 		}
+		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
+			over[fn.key] = true
+		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if d.Empty() {
 			c.resize(fn, in, now, &res)
@@ -113,6 +117,7 @@ func (c *Core) Tick(now time.Time) Result {
 		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	}
+	c.yieldToEfficient(over, now, &res)
 	c.consolidate(now, &res)
 	c.placeAll(now, &res)
 	return res

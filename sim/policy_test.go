@@ -324,3 +324,23 @@ func TestFaasGPUPlansAMultiModelFunctionFromItsMix(t *testing.T) {
 		t.Error("no two requests completed together: the multi-model replicas ran one request at a time")
 	}
 }
+
+// Two functions offered far more than one GPU serves: slow, deployed
+// first, takes the GPU as its autoscaler asks; quick serves ten times as
+// much per SM %. In the overload the room goes to the slices that serve
+// most per cost (scheduler.Yield), slow keeping one replica.
+func TestFaasGPUGivesAnOverloadedGPUToTheEfficientSlices(t *testing.T) {
+	cat := synthCatalog(t, m("mslow", 40), m("mquick", 4))
+	wl, err := Generator{Functions: []Function{{Name: "slow", Model: "mslow", SLO: 400 * time.Millisecond}, {Name: "quick", Model: "mquick", SLO: 40 * time.Millisecond}},
+		Shape: Constant(4000), Duration: 60 * time.Second}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, e := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{Drain: time.Second})
+	p := e.pol.(*faasGPU)
+	slow, quick := len(p.byFn["openfaas-fn/slow"].live), len(p.byFn["openfaas-fn/quick"].live)
+	t.Logf("%.0f req/s served; replicas in service at the end: slow %d, quick %d", res.Throughput, slow, quick)
+	if slow < 1 || quick <= 2*slow {
+		t.Errorf("replicas in service: slow %d, quick %d; want slow kept at one or more and quick with over twice as many", slow, quick)
+	}
+}
