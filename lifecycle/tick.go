@@ -188,7 +188,7 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 		fn := c.functions[r.fn]
 		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
-		if r.placement != nil && len(r.placement.GPUs) > 0 {
+		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.modelCache(r) {
 			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
 				in.FreeMemory = 1 - float64(used)/float64(capacity)
 			}
@@ -214,6 +214,15 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 	}
 }
+
+// modelCache reports whether warm replica r holds more than one model: a
+// multi-model function's model cache, which a new replica would rebuild
+// one load at a time as requests name the models. Such a replica's
+// lifetime is not shortened by its GPU's memory pressure (a placement
+// that needs the memory still evicts it), and consolidation does not
+// free its GPU (consolidate.go): the warm TTL and its function's idle
+// gaps decide.
+func (c *Core) modelCache(r *replica) bool { return c.cache.ModelCount(r.id) > 1 }
 
 // maxGaps is how many idle gaps a function remembers: enough for a
 // 90th percentile, few enough to follow a change of pattern.
