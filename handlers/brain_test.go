@@ -149,3 +149,30 @@ func TestLocalityRouterBeatsLeastOutstanding(t *testing.T) {
 		t.Fatal("no latency measured")
 	}
 }
+
+// The proxy counts a multi-model function's requests by X-Model and the
+// model loads its replicas report, for the autoscaler's mix
+// (lifecycle.Load.Models, Loads; local.ModelLoadSource).
+func TestProxyCountsModelsAndLoads(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := handlers.NewLoadBook()
+	srv := newServerWith(t, local.Config{Profiles: store, Load: book}, handlers.ProxyOptions{Timeout: 10 * time.Second, Load: book})
+	mustDo(t, srv, "POST", "/system/functions", `{"service":"zoo","image":"img","annotations":{"com.openfaas.gpu.model":"resnet18"}}`, 202)
+	waitReady(t, srv, "zoo")
+	misses := 0
+	for _, m := range []string{"resnet18", "resnet34", "resnet18"} {
+		if h, _ := invoke(t, srv, "/function/zoo", m); h.Get("X-Faas-Gpu-Cache") != "hit" {
+			misses++
+		}
+	}
+	models, loads := book.Models(handlers.DefaultNamespace, "zoo")
+	if models["resnet18"] != 2 || models["resnet34"] != 1 || len(models) != 2 {
+		t.Errorf("requests by model %v, want resnet18 2, resnet34 1", models)
+	}
+	if loads != uint64(misses) || misses == 0 {
+		t.Errorf("%d loads counted, %d responses said a load (miss or node-hit)", loads, misses)
+	}
+}

@@ -21,7 +21,16 @@ type functionLoad struct {
 	requests atomic.Uint64
 	last     atomic.Int64 // unix nanoseconds of the last request
 	queued   atomic.Int64
+	loads    atomic.Uint64 // model loads its replicas reported (X-Faas-Gpu-Cache)
+	mu       sync.Mutex
+	models   map[string]uint64 // requests by X-Model
 }
+
+// maxModelsCounted bounds the models counted for one function: X-Model is
+// the client's, and a client naming a new model in every request must not
+// grow the book without bound. Past it, new models are not counted (the
+// autoscaler plans for those it knows).
+const maxModelsCounted = 256
 
 // NewLoadBook is an empty book.
 func NewLoadBook() *LoadBook { return &LoadBook{fns: map[string]*functionLoad{}} }
@@ -51,6 +60,47 @@ func (b *LoadBook) Request(ns, name string, now time.Time) {
 	l := b.of(ns, name)
 	l.requests.Add(1)
 	l.last.Store(now.UnixNano())
+}
+
+// RequestModel counts one request of function ns/name naming model
+// (X-Model), for the autoscaler's model mix (lifecycle.Load.Models).
+func (b *LoadBook) RequestModel(ns, name, model string) {
+	l := b.of(ns, name)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.models == nil {
+		l.models = map[string]uint64{}
+	}
+	if _, ok := l.models[model]; ok || len(l.models) < maxModelsCounted {
+		l.models[model]++
+	}
+}
+
+// Loaded counts one model load by a replica of function ns/name (a
+// response with X-Faas-Gpu-Cache miss or node-hit).
+func (b *LoadBook) Loaded(ns, name string) { b.of(ns, name).loads.Add(1) }
+
+// Models is a copy of function ns/name's requests by model (nil: none
+// named one) and its model loads so far.
+func (b *LoadBook) Models(ns, name string) (map[string]uint64, uint64) {
+	var buf [128]byte
+	k := append(append(append(buf[:0], ns...), '/'), name...)
+	b.mu.RLock()
+	l, ok := b.fns[string(k)]
+	b.mu.RUnlock()
+	if !ok {
+		return nil, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.models) == 0 {
+		return nil, l.loads.Load()
+	}
+	out := make(map[string]uint64, len(l.models))
+	for m, n := range l.models {
+		out[m] = n
+	}
+	return out, l.loads.Load()
 }
 
 // SetQueued records that n requests of function ns/name wait in the

@@ -156,7 +156,11 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			} else if asker != nil && t.model != "" {
 				asker.untold(t.endpoint)
 			}
-			opts.Metrics.observe(t.ns, t.name, resp.StatusCode, resp.Header.Get(HeaderCache), time.Since(t.start), t.slo)
+			cache := resp.Header.Get(HeaderCache)
+			if cache == "miss" || cache == "node-hit" {
+				opts.Load.Loaded(t.ns, t.name)
+			}
+			opts.Metrics.observe(t.ns, t.name, resp.StatusCode, cache, time.Since(t.start), t.slo)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -199,6 +203,9 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			return
 		}
 		opts.Load.Request(ns, name, start)
+		if model := r.Header.Get(HeaderModel); model != "" {
+			opts.Load.RequestModel(ns, name, model)
+		}
 		eps := route.Endpoints
 		if asker != nil {
 			asker.ready(eps)

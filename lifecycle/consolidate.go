@@ -107,7 +107,7 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		// made (it lives at least the autoscaler's cool-down) or its
 		// function has none in service: then a request would wait out a
 		// cold start, and the warm lifetime alone decides.
-		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 {
+		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 || c.modelCache(r) {
 			return true
 		}
 	}

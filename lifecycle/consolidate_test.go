@@ -188,6 +188,7 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, true},
 		{"just made: kept", 1, 10 * time.Second, false},
 		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false},
+		{"holding several models (a multi-model function's model cache): kept", 1, 40 * time.Second, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,6 +203,12 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 			}
 			c.ReplicaReady("f-1", t0)
 			c.ReplicaReady("f-2", t0)
+			if strings.HasPrefix(tc.name, "holding several models") {
+				for _, id := range []string{"f-1", "f-2"} {
+					c.cache.Use(id, "m1", 1<<20, t0)
+					c.cache.Use(id, "m2", 1<<20, t0)
+				}
+			}
 			down := t0.Add(90 * time.Second)
 			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: down})
 			if _, _, err := c.Scale("openfaas-fn", "f", tc.to, down); err != nil {
@@ -248,5 +255,42 @@ func TestReplacementRecordedOnceItTakesOver(t *testing.T) {
 	}
 	if got := placed(c.ReplicaReady("b-4", move.Add(time.Second))); !slices.Equal(got, []string{"b-4"}) {
 		t.Fatalf("record once b-4 took over: %q in service, want b-4", got)
+	}
+}
+
+// A warm replica on a crowded GPU lives shorter (scheduler.WarmExpired's
+// memory pressure), unless it holds several models: a multi-model
+// function's model cache, which a new replica rebuilds one load at a time.
+func TestWarmModelCacheIgnoresMemoryPressure(t *testing.T) {
+	tests := []struct {
+		name    string
+		models  []string
+		expired bool
+	}{
+		{"one model, 15 of 16 GiB used: expires early", []string{"f"}, true},
+		{"several models: its lifetime", []string{"m1", "m2", "m3"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{WarmTTL: 10 * time.Minute})
+			spec := fn("f", 60, 15, 0, 1)
+			spec.Scale.Zero = true
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			c.ReplicaReady("f-1", t0)
+			for _, m := range tc.models {
+				c.cache.Use("f-1", m, 1<<20, t0)
+			}
+			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: t0})
+			if _, _, err := c.Scale("openfaas-fn", "f", 0, t0); err != nil {
+				t.Fatal(err)
+			}
+			res := c.Tick(t0.Add(2 * time.Minute))
+			expired := slices.ContainsFunc(res.Effects, func(e Effect) bool { return e.Kind == Stop && e.Replica.ID == "f-1" })
+			if expired != tc.expired {
+				t.Errorf("stopped at 2 min: %v, want %v (%q)", expired, tc.expired, effectsAbout(res))
+			}
+		})
 	}
 }

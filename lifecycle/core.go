@@ -86,8 +86,11 @@ const DefaultWarmTTL = 10 * time.Minute
 
 // Core is the lifecycle of every function of one provider.
 type Core struct {
-	opts    Options
-	inv     gpu.Inventory
+	opts Options
+	inv  gpu.Inventory
+	// first is a pending replica placeAll tries before all others: one
+	// another replica yielded its room to (overload.go).
+	first   string
 	product string
 	alloc   *scheduler.Allocator
 	cache   *cache.Cache
@@ -146,6 +149,9 @@ type function struct {
 	seen      uint64
 	quiet     bool
 	quietFrom time.Time
+	// mix follows the models a multi-model function's requests name
+	// (mix.go); nil for one model.
+	mix *mixState
 }
 
 type replica struct {

@@ -139,7 +139,11 @@ func (c *Core) baseSlice(fn *function) scheduler.SliceConfig {
 	if !fn.plan.Autoscaled || c.opts.Autoscale.NoQueueing || fn.plan.Request.SLO <= 0 {
 		return fn.plan.Base
 	}
-	if s, ok := scheduler.SmallestSlice(fn.plan.Configs, fn.plan.Request.SLO, c.opts.Autoscale.SLOQuantile, c.memoryPercent(fn.plan.Request.MemoryBytes)); ok {
+	configs := fn.plan.Configs
+	if menu, ok := fn.mixMenu(); ok {
+		configs = menu
+	}
+	if s, ok := scheduler.SmallestSlice(configs, fn.plan.Request.SLO, c.opts.Autoscale.SLOQuantile, c.memoryPercent(fn.plan.Request.MemoryBytes)); ok {
 		return s
 	}
 	return fn.plan.Base
@@ -266,6 +270,14 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 	// GPUs that replicas placed in this pass will load each model on:
 	// the next replica of the model sees them as holding it.
 	loading := map[string]map[string]bool{}
+	if r := c.replicas[c.first]; r != nil && r.placement == nil {
+		// A replica another yielded its room to (yieldToEfficient) goes
+		// before the oldest functions, which would take that room again.
+		if fn := c.functions[r.fn]; fn != nil && c.placeOne(fn, r, loading, now, res) == placedOne {
+			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+		}
+	}
+	c.first = ""
 	for _, fn := range c.order {
 		placed := false
 		var unmoved []*replica
@@ -273,49 +285,12 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 			if r.placement != nil {
 				continue
 			}
-			model := fn.plan.Request.Model
-			p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target})
-			res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
-			if err != nil && r.target != "" {
-				// A move whose target filled meanwhile: the replica it
-				// was to replace stays where it is.
+			switch c.placeOne(fn, r, loading, now, res) {
+			case placedOne:
+				placed = true
+			case unmovedOne:
 				unmoved = append(unmoved, r)
-				continue
 			}
-			if err != nil {
-				if r.reason != err.Error() {
-					c.touchReplica(r)
-					r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
-				}
-				continue
-			}
-			id := r.id
-			c.onUndo(func() { _ = c.alloc.Release(id, now) })
-			if loading[model] == nil {
-				loading[model] = map[string]bool{}
-			}
-			for _, u := range p.GPUs {
-				loading[model][u] = true
-			}
-			if len(evicted) > 0 && c.opts.ConfirmStops {
-				// The evicted warm replicas' pods may run a while yet: they
-				// drain, their memory still booked, and r waits for it
-				// rather than share a GPU beyond its memory.
-				_ = c.alloc.Release(id, now)
-				for _, gone := range evicted {
-					c.evictDraining(gone, now, res)
-				}
-				c.touchReplica(r)
-				r.reason, r.reasonCode = "waiting for evicted warm replicas to stop: their GPU memory is needed", scheduler.NoFitMemory
-				continue
-			}
-			for _, gone := range evicted {
-				c.evicted(gone, now, res)
-			}
-			c.touchReplica(r)
-			r.placement, r.reason, r.reasonCode, r.phase = &p, "", "", Starting
-			res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy})
-			placed = true
 		}
 		for _, r := range unmoved {
 			c.dropReplacement(fn, r, now, "move given up: its target GPU has no room", res)
@@ -325,6 +300,63 @@ func (c *Core) placeAll(now time.Time, res *Result) {
 		}
 	}
 	res.Effects = dedupeWrites(res.Effects)
+}
+
+// placeOutcome is what placeOne made of a pending replica.
+type placeOutcome uint8
+
+const (
+	notPlaced placeOutcome = iota
+	placedOne
+	unmovedOne // a move whose target has no room: the caller gives it up
+)
+
+// placeOne tries to place pending replica r of fn, queueing its effects;
+// loading records the GPUs that replicas placed in this pass load each
+// model on.
+func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
+	model := fn.plan.Request.Model
+	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target})
+	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
+	if err != nil && r.target != "" {
+		// A move whose target filled meanwhile: the replica it
+		// was to replace stays where it is.
+		return unmovedOne
+	}
+	if err != nil {
+		if r.reason != err.Error() {
+			c.touchReplica(r)
+			r.reason, r.reasonCode = err.Error(), scheduler.NoFitCodeOf(err)
+		}
+		return notPlaced
+	}
+	id := r.id
+	c.onUndo(func() { _ = c.alloc.Release(id, now) })
+	if loading[model] == nil {
+		loading[model] = map[string]bool{}
+	}
+	for _, u := range p.GPUs {
+		loading[model][u] = true
+	}
+	if len(evicted) > 0 && c.opts.ConfirmStops {
+		// The evicted warm replicas' pods may run a while yet: they
+		// drain, their memory still booked, and r waits for it
+		// rather than share a GPU beyond its memory.
+		_ = c.alloc.Release(id, now)
+		for _, gone := range evicted {
+			c.evictDraining(gone, now, res)
+		}
+		c.touchReplica(r)
+		r.reason, r.reasonCode = "waiting for evicted warm replicas to stop: their GPU memory is needed", scheduler.NoFitMemory
+		return notPlaced
+	}
+	for _, gone := range evicted {
+		c.evicted(gone, now, res)
+	}
+	c.touchReplica(r)
+	r.placement, r.reason, r.reasonCode, r.phase = &p, "", "", Starting
+	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy})
+	return placedOne
 }
 
 // dedupeWrites keeps each function's last Write, where its first was, so

@@ -15,6 +15,14 @@ type Load struct {
 	// Backlog is how many wait beyond what the replicas serve at once:
 	// queued for a replica, or in flight at one above its batch size.
 	Backlog float64
+	// Models counts the requests so far by the model they name (X-Model;
+	// running counts), for a function serving many models: its capacity
+	// is planned from this mix (scheduler.MixConfigs). nil: one model.
+	Models map[string]uint64
+	// Loads counts the model loads its replicas made so far (cache
+	// misses and node hits; a running count): their time is counted in
+	// the mix's capacity.
+	Loads uint64
 }
 
 // ObserveLoad records what the proxy counted of function key; Tick reads
@@ -45,6 +53,7 @@ func (c *Core) Tick(now time.Time) Result {
 	}
 	c.expireWarm(now, &res)
 	c.stopReplaced(now, &res)
+	over := map[string]bool{} // functions whose backlog alone outruns their replicas
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
 		c.cancelStuckReplacements(fn, now)
@@ -61,14 +70,24 @@ func (c *Core) Tick(now time.Time) Result {
 		}
 		if fn.plan.Autoscaled {
 			in.Configs = fn.plan.Configs
+			c.observeMix(fn, now)
+			if menu, ok := fn.mixMenu(); ok {
+				// Its replicas' time spent loading models is demand too.
+				in.Configs = menu
+				f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
+				in.Rate, in.Rising = in.Rate*f, in.Rising*f
+			}
 		}
 		// A replica being replaced counts once, as its replacement: the
 		// pair's capacity is what serves once the old one goes.
 		replaced := replacedIDs(fn)
 		for _, r := range fn.live {
 			if !replaced[r.id] {
-				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: r.config})
+				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 			}
+		}
+		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
+			over[fn.key] = true
 		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if d.Empty() {
@@ -98,6 +117,7 @@ func (c *Core) Tick(now time.Time) Result {
 		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	}
+	c.yieldToEfficient(over, now, &res)
 	c.consolidate(now, &res)
 	c.placeAll(now, &res)
 	return res
@@ -168,7 +188,7 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 		fn := c.functions[r.fn]
 		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
-		if r.placement != nil && len(r.placement.GPUs) > 0 {
+		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.modelCache(r) {
 			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
 				in.FreeMemory = 1 - float64(used)/float64(capacity)
 			}
@@ -194,6 +214,15 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 	}
 }
+
+// modelCache reports whether warm replica r holds more than one model: a
+// multi-model function's model cache, which a new replica would rebuild
+// one load at a time as requests name the models. Such a replica's
+// lifetime is not shortened by its GPU's memory pressure (a placement
+// that needs the memory still evicts it), and consolidation does not
+// free its GPU (consolidate.go): the warm TTL and its function's idle
+// gaps decide.
+func (c *Core) modelCache(r *replica) bool { return c.cache.ModelCount(r.id) > 1 }
 
 // maxGaps is how many idle gaps a function remembers: enough for a
 // 90th percentile, few enough to follow a change of pattern.

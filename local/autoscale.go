@@ -35,6 +35,9 @@ func (b *Backend) Tick(now time.Time) {
 		queued := 0
 		if b.load != nil {
 			ld.Requests, ld.LastRequest, queued = b.load.Load(v.Spec.Namespace(), v.Spec.Name())
+			if ms, ok := b.load.(ModelLoadSource); ok {
+				ld.Models, ld.Loads = ms.Models(v.Spec.Namespace(), v.Spec.Name())
+			}
 		}
 		ld.Backlog = b.backlogLocked(v, queued)
 		b.core.ObserveLoad(v.Key, ld)

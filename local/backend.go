@@ -116,6 +116,14 @@ type LoadSource interface {
 	Load(namespace, name string) (requests uint64, last time.Time, queued int)
 }
 
+// ModelLoadSource is a LoadSource that also counts a function's requests
+// by model (X-Model) and its replicas' model loads (handlers.LoadBook), so
+// that a multi-model function's capacity is planned from its mix
+// (lifecycle.Load.Models).
+type ModelLoadSource interface {
+	Models(namespace, name string) (byModel map[string]uint64, loads uint64)
+}
+
 // replica is a replica this backend started: a process or an emulated
 // worker.
 type replica struct {

@@ -140,11 +140,14 @@ type policy interface {
 
 // Engine runs one policy over one workload on one cluster in virtual time.
 type Engine struct {
-	opts    Options
-	wl      *Workload
-	inv     gpu.Inventory
-	product string
-	name    string
+	opts Options
+	// loadsByFn counts the model loads (misses and node hits) of each
+	// function's replicas, by workload index.
+	loadsByFn []uint64
+	wl        *Workload
+	inv       gpu.Inventory
+	product   string
+	name      string
 	// models are the workload's models by index, then function models no
 	// request names; fnModel maps a function to its model there.
 	models  []modelInfo
@@ -399,6 +402,14 @@ func (e *Engine) serve(r *replica, reqs []int32) {
 	m := int(e.wl.Arrivals[reqs[0]].Model)
 	info := e.models[m]
 	o, _ := e.cache.Use(r.id, info.name, info.size, e.clock())
+	if o != cache.Hit && r.fn >= 0 {
+		// By function, warm-up included: what a proxy counts of a
+		// function's loads (X-Faas-Gpu-Cache) for its autoscaler.
+		for len(e.loadsByFn) <= int(r.fn) {
+			e.loadsByFn = append(e.loadsByFn, 0)
+		}
+		e.loadsByFn[r.fn]++
+	}
 	if e.wl.Arrivals[reqs[0]].At >= e.opts.Warmup {
 		e.met.served(o, len(reqs))
 		if o != cache.Hit {
@@ -501,11 +512,17 @@ func (e *Engine) serveQueue(r *replica) {
 	if r.busy || r.queue.len() == 0 {
 		return
 	}
-	e.scratch = r.queue.take(e.scratch[:0], max(r.batch, 1))
+	// A batch is of one model (serve): the oldest request's, with the
+	// others of its model; what a multi-model replica was handed of
+	// other models runs in its next batches.
+	e.scratch = r.queue.takeModel(e.scratch[:0], max(r.batch, 1), e.modelOf)
 	e.serve(r, e.scratch)
 }
 
 // planSLO is the SLO a policy plans with (see Options.SLOMargin).
+// modelOf is the model request n names.
+func (e *Engine) modelOf(n int32) int32 { return e.wl.Arrivals[n].Model }
+
 func (e *Engine) planSLO(slo time.Duration) time.Duration {
 	return time.Duration(float64(slo) * e.opts.SLOMargin)
 }

@@ -53,6 +53,7 @@ type faasGPU struct {
 	slots   []scheduler.Slot
 	head    []scheduler.Waiting
 	grants  []scheduler.Grant
+	seqs    []int32 // pullMulti's granted requests
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
@@ -69,7 +70,8 @@ type fgFn struct {
 	live        []*replica // started replicas in service: starting, serving
 	warm        []*replica // scaled down, model kept; most recently idled last
 	waiting     fifo       // requests no replica could start yet (scheduler.Pull)
-	d           dispatcher
+	d           dispatcher // a multi-model function's queue, with its requests' models
+	models      map[string]uint64
 	requests    uint64
 	lastRequest time.Time
 }
@@ -192,9 +194,6 @@ func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed 
 	r.id = v.ID
 	r.cfg = v.Config
 	r.batch = e.batchCap(max(v.Config.Batch, 1))
-	if f.multi {
-		r.batch = 1
-	}
 	r.sm, r.mem = v.Placement.Slice.SMPercent, v.Placement.Slice.MemoryBytes
 	r.share = r.sm * 100
 	p.byID[r.id] = r
@@ -248,7 +247,12 @@ func (p *faasGPU) arrive(e *Engine, n int32) {
 		p.apply(e, res, false)
 	}
 	if f.multi {
-		f.d.arrive(e, f.live, n)
+		f.d.enqueue(e, n)
+		if f.models == nil {
+			f.models = map[string]uint64{}
+		}
+		f.models[f.d.modelOf(e, n)]++
+		p.pullMulti(e, f)
 		return
 	}
 	f.waiting.push(n)
@@ -295,16 +299,78 @@ func (p *faasGPU) pull(e *Engine, f *fgFn) {
 	}
 }
 
+// pullLookahead is how far into a multi-model function's queue Pull
+// looks beyond 8 requests per free place: far enough for a replica that
+// can start to find a request whose model it holds (out of order) or for
+// the locality bound to count the requests waiting for a model, bounded
+// so that a queue of a million requests in an overload costs a pull what
+// one of a few dozen does.
+const pullLookahead = 64
+
+// pullMulti hands a multi-model function's waiting requests to the
+// serving replicas that can start them, by scheduler.Pull with the
+// locality rules (the provider's X-Model dispatch): a replica holding the
+// model first, the locality bound before a load elsewhere, out of order.
+// A replica takes up to its batch size, of any models; it batches those of
+// one model together (Engine.serveQueue).
+func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
+	q := f.d.queued()
+	if q == 0 {
+		return
+	}
+	p.serving, p.slots = p.serving[:0], p.slots[:0]
+	room := 0
+	for _, r := range f.live {
+		if r.state != repServing {
+			continue
+		}
+		s := scheduler.Slot{InFlight: int(r.outstanding()), Batch: r.batch, Throughput: r.cfg.Throughput, Models: e.cache.ModelCount(r.id)}
+		if s.Throughput > 0 {
+			room += max(s.Batch-s.InFlight, 0)
+		} else {
+			room = q
+		}
+		p.serving = append(p.serving, r)
+		p.slots = append(p.slots, s)
+	}
+	if room == 0 {
+		return
+	}
+	head := f.d.queue()[:min(q, pullLookahead+8*room)]
+	view := scheduler.PullView{
+		Holds:      func(i int, m string) bool { return e.cache.Holds(p.serving[i].id, m) },
+		Bound:      f.d.bound,
+		OutOfOrder: true,
+	}
+	p.grants = scheduler.Pull(head, p.slots, view, p.grants[:0])
+	if len(p.grants) == 0 {
+		return
+	}
+	// Out of the queue from the back, so that the indices ahead hold;
+	// onto the replicas oldest first.
+	slices.SortFunc(p.grants, func(a, b scheduler.Grant) int { return a.Request - b.Request })
+	p.seqs = slices.Grow(p.seqs[:0], len(p.grants))[:len(p.grants)]
+	for i := len(p.grants) - 1; i >= 0; i-- {
+		p.seqs[i] = f.d.removeAt(p.grants[i].Request)
+	}
+	for i, g := range p.grants {
+		p.serving[g.Slot].queue.push(p.seqs[i])
+	}
+	for _, r := range p.serving {
+		e.serveQueue(r)
+	}
+}
+
 func (p *faasGPU) ready(e *Engine, r *replica) {
 	// A replacement ready retires what it replaces (a Demote or Stop);
 	// those leave routing before the waiting requests are routed.
 	p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 	f := p.fns[r.fn]
 	if f.multi {
-		f.d.drain(e, f.live)
-		return
+		p.pullMulti(e, f)
+	} else {
+		p.pull(e, f) // it takes from the queue that built while it started
 	}
-	p.pull(e, f) // it takes from the queue that built while it started
 	e.serveQueue(r)
 }
 
@@ -322,14 +388,14 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 			r.state = repWarm
 		}
 	default:
+		// Room at r: it pulls, and starts its next batch with what it
+		// was handed while it ran and what it pulls now.
 		if f.multi {
-			f.d.drain(e, f.live)
+			p.pullMulti(e, f)
 		} else {
-			// Room at r: it pulls, and starts its next batch with
-			// what it was handed while it ran and what it pulls now.
 			p.pull(e, f)
-			e.serveQueue(r)
 		}
+		e.serveQueue(r)
 	}
 }
 
@@ -341,6 +407,14 @@ func (p *faasGPU) tick(e *Engine) {
 		l := lifecycle.Load{Requests: f.requests, LastRequest: f.lastRequest}
 		if !e.opts.NoBacklog {
 			l.Backlog = f.backlog()
+		}
+		if f.multi {
+			// What the proxy counts of a multi-model function: its
+			// requests by model and its replicas' loads.
+			l.Models = f.models
+			if f.idx < len(e.loadsByFn) {
+				l.Loads = e.loadsByFn[f.idx]
+			}
 		}
 		p.core.ObserveLoad(f.key, l)
 	}

@@ -277,3 +277,70 @@ func TestFaasGPUResizesAfterTheLoadFalls(t *testing.T) {
 		})
 	}
 }
+
+// A multi-model function is planned from the model its first request
+// names (ma, fast), but nine in ten of its requests name a model ten
+// times as slow (mb): faas-gpu holds the SLO only by planning from the
+// mix its requests name (scheduler.MixConfigs), its replicas pulling up
+// to their batch size (scheduler.Pull with the locality rules).
+func TestFaasGPUPlansAMultiModelFunctionFromItsMix(t *testing.T) {
+	fast, slow := m("ma", 2), m("mb", 20)
+	fast.lat[8], slow.lat[8] = 8, 80
+	cat := synthCatalog(t, fast, slow)
+	var b strings.Builder
+	i := 0
+	for at := time.Duration(0); at < 60*time.Second; at += time.Second / 150 {
+		model := "mb"
+		if i%10 == 0 {
+			model = "ma"
+		}
+		fmt.Fprintf(&b, "%.4f,zoo,%s\n", at.Seconds(), model)
+		i++
+	}
+	slo := 250 * time.Millisecond
+	wl := trace(t, b.String(), TraceOptions{SLO: slo})
+	res, done, _ := simulate(t, "faas-gpu", wl, cluster(t, 1, 4), cat, Options{Warmup: 20 * time.Second})
+	late, batched := 0, false
+	type at struct {
+		replica string
+		at      time.Duration
+	}
+	seen := map[at]int{}
+	for _, d := range done {
+		if wl.Arrivals[d.n].At >= 20*time.Second && d.latency > slo {
+			late++
+		}
+		if k := (at{d.replica, d.at}); seen[k]+1 > 1 {
+			batched = true // completing together at one replica: one batch
+		} else {
+			seen[k]++
+		}
+	}
+	t.Logf("%.2f %% SLO violations after the first 20 s, %d late", res.SLOViolations, late)
+	if res.SLOViolations > 1 {
+		t.Errorf("%.2f %% SLO violations after the first 20 s, want at most 1 %%", res.SLOViolations)
+	}
+	if !batched {
+		t.Error("no two requests completed together: the multi-model replicas ran one request at a time")
+	}
+}
+
+// Two functions offered far more than one GPU serves: slow, deployed
+// first, takes the GPU as its autoscaler asks; quick serves ten times as
+// much per SM %. In the overload the room goes to the slices that serve
+// most per cost (scheduler.Yield), slow keeping one replica.
+func TestFaasGPUGivesAnOverloadedGPUToTheEfficientSlices(t *testing.T) {
+	cat := synthCatalog(t, m("mslow", 40), m("mquick", 4))
+	wl, err := Generator{Functions: []Function{{Name: "slow", Model: "mslow", SLO: 400 * time.Millisecond}, {Name: "quick", Model: "mquick", SLO: 40 * time.Millisecond}},
+		Shape: Constant(4000), Duration: 60 * time.Second}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, e := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{Drain: time.Second})
+	p := e.pol.(*faasGPU)
+	slow, quick := len(p.byFn["openfaas-fn/slow"].live), len(p.byFn["openfaas-fn/quick"].live)
+	t.Logf("%.0f req/s served; replicas in service at the end: slow %d, quick %d", res.Throughput, slow, quick)
+	if slow < 1 || quick <= 2*slow {
+		t.Errorf("replicas in service: slow %d, quick %d; want slow kept at one or more and quick with over twice as many", slow, quick)
+	}
+}

@@ -117,6 +117,33 @@ func (f *fifo) pop() int32 {
 	return n
 }
 
+// takeModel pops into dst the oldest request and up to k-1 more of the
+// same model (modelOf), the rest keeping their order: a batch computes
+// one model. The queue at a replica is short (at most its batch size
+// under pull dispatch), so the scan is cheap.
+func (f *fifo) takeModel(dst []int32, k int, modelOf func(int32) int32) []int32 {
+	if f.len() == 0 || k <= 0 {
+		return dst
+	}
+	m := modelOf(f.buf[f.head])
+	keep := f.head
+	for i := f.head; i < len(f.buf); i++ {
+		n := f.buf[i]
+		if k > 0 && modelOf(n) == m {
+			dst = append(dst, n)
+			k--
+			continue
+		}
+		f.buf[keep] = n
+		keep++
+	}
+	f.buf = f.buf[:keep]
+	if f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	}
+	return dst
+}
+
 // take pops up to k requests into dst.
 func (f *fifo) take(dst []int32, k int) []int32 {
 	for range min(k, f.len()) {

@@ -104,6 +104,12 @@ func heldOut() []scenario {
 		{"h18-mix10-skew0-x1.5-slo6", "the 10-model mix uniform, 300 req/s (x1.5), SLO x6, cold 20 s, with one 3-min step to 450", func() Spec {
 			return with(base("h18-mix10-skew0-x1.5-slo6", mix10, 0, 6, 20*time.Second), func(s *Spec) { s.Ramp = steps(3*time.Minute, 3*time.Minute, 300, 450, 300) })
 		}},
+		{"h19-zoo8-steady", "one function serving 8 models (X-Model, spread), Zipf 1.0, 120 req/s steady, SLO 250 ms (x5 its slowest model's, efficientnet_v2_l; a factor of its first, alexnet, no other could meet), 8 GiB replicas, cold 5 s", func() Spec {
+			return with(base("h19-zoo8-steady", []string{"spread:8"}, 1.0, 5, 5*time.Second), func(s *Spec) {
+				s.MultiModel, s.SLO, s.MemoryBytes, s.Max = true, 250*time.Millisecond, 8<<30, 16
+				s.Rate = 120
+			})
+		}},
 	}
 }
 
