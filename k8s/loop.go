@@ -148,5 +148,10 @@ func (b *Backend) autoscale(now time.Time) {
 // observe is what the proxy counted of function k, for the core.
 func (b *Backend) observe(k string) lifecycle.Load {
 	requests, last, _ := b.load(k)
-	return lifecycle.Load{Requests: requests, LastRequest: last, Backlog: b.backlog(k)}
+	l := lifecycle.Load{Requests: requests, LastRequest: last, Backlog: b.backlog(k)}
+	if ms, ok := b.cfg.Load.(ModelLoadSource); ok {
+		ns, name := splitKey(k)
+		l.Models, l.Loads = ms.Models(ns, name)
+	}
+	return l
 }

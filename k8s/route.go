@@ -13,6 +13,14 @@ type LoadSource interface {
 	Load(namespace, name string) (requests uint64, last time.Time, queued int)
 }
 
+// ModelLoadSource is a LoadSource that also counts a function's requests
+// by model (X-Model) and its replicas' model loads (handlers.LoadBook), so
+// that a multi-model function is planned from its mix (lifecycle.Load).
+// What standbys proxied reaches the leader as counts without models.
+type ModelLoadSource interface {
+	Models(namespace, name string) (byModel map[string]uint64, loads uint64)
+}
+
 // Route is the proxy's one lookup of a request (handlers.ReplicaResolver):
 // the function's Ready pods, its SLO and its model. It counts the
 // request's cache outcome for model (the request's X-Model, "" for the
