@@ -159,7 +159,29 @@ func pooledMissShare(cs []SliceConfig, rate float64, slo time.Duration) float64 
 	if t < 0 || rate >= m {
 		return 1
 	}
-	return erlangC(n, rate*float64(n)/m) * math.Exp(-(m-rate)*t)
+	return erlangC(n, rate*float64(n)/m) * math.Exp(-decayRate(rate, 1/m)*t)
+}
+
+// decayRate is θ > 0 with rate (exp(θs) - 1) = θ: the exponential decay of
+// the wait's tail behind a server that takes s per request (Lundberg; for
+// n servers of fixed time L, s = L/n, the decay of M/D/n's wait in
+// heavy traffic, where M/M/n's m - λ would time the work as exponential).
+// rate s < 1.
+func decayRate(rate, s float64) float64 {
+	f := func(th float64) float64 { return rate*math.Expm1(th*s) - th }
+	lo, hi := 0.0, 1/s
+	for f(hi) <= 0 {
+		hi *= 2
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if f(mid) < 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // erlangC is the probability that an arrival waits in an M/M/n queue of
