@@ -115,7 +115,9 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 	// an emulated worker reports ready before it has loaded its model and
 	// its first request pays the load (about 1.3 s for resnet50), while the
 	// template loads before /_/health says ready; a larger first slice
-	// does not remove them (docs/evaluation.md, "Issue 12 as a whole").
+	// does not remove them. With the load before ready (tried, not
+	// committed) the first 10 s miss none but the burst misses more, about
+	// 3 % in all (docs/evaluation.md, "Issue 12 as a whole").
 	if ratio > 0.01 {
 		t.Logf("SLO violations %.2f %%, above issue 12's live target of 1 %% (reported, not asserted: see above)", 100*ratio)
 	}
