@@ -151,7 +151,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 	for i, r := range in.Replicas {
 		live[i] = r.Config
 	}
-	capacity := sz.poolCapacity(live)
+	// The pool's capacity is only told in a decision's reason: found by
+	// bisection, it is worked out only for a decision that changes
+	// something.
 	drain := backlog / opts.DrainTime.Seconds()
 	rate := max(in.Rate, in.Rising)
 	demand := rate*opts.Headroom + drain
@@ -173,7 +175,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
 			}
-			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", capacity)
+			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live))
 		}
 		return d
 	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
@@ -200,7 +202,6 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 				left--
 			}
 		}
-		capacity = sz.poolCapacity(live)
 		if n > in.Policy.Max { // a lowered max: shed the least efficient
 			for _, r := range byEff {
 				if left <= in.Policy.Max {
@@ -213,7 +214,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			}
 		}
 		if len(d.Remove) > 0 {
-			d.Reason = fmt.Sprintf("capacity %.1f req/s left covers rate %.1f req/s x %.2f", capacity, in.Rate, opts.Headroom)
+			d.Reason = fmt.Sprintf("capacity %.1f req/s left covers rate %.1f req/s x %.2f", sz.poolCapacity(live), in.Rate, opts.Headroom)
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
 			}

@@ -168,20 +168,23 @@ func pooledMissShare(cs []SliceConfig, rate float64, slo time.Duration) float64 
 // heavy traffic, where M/M/n's m - λ would time the work as exponential).
 // rate s < 1.
 func decayRate(rate, s float64) float64 {
-	f := func(th float64) float64 { return rate*math.Expm1(th*s) - th }
-	lo, hi := 0.0, 1/s
-	for f(hi) <= 0 {
-		hi *= 2
+	// f(θ) = rate (exp(θs) - 1) - θ is convex, 0 at 0 and negative just
+	// above: Newton's method from a θ where f > 0 falls to the root from
+	// above, never past it, and converges in a few steps (the autoscaler
+	// asks this for every function at every tick).
+	th := 1 / s
+	for rate*math.Expm1(th*s)-th <= 0 {
+		th *= 2
 	}
-	for range 60 {
-		mid := (lo + hi) / 2
-		if f(mid) < 0 {
-			lo = mid
-		} else {
-			hi = mid
+	for range 100 {
+		e := math.Exp(th * s)
+		next := th - (rate*(e-1)-th)/(rate*s*e-1)
+		if th-next <= 1e-12*th {
+			return next
 		}
+		th = next
 	}
-	return lo
+	return th
 }
 
 // erlangC is the probability that an arrival waits in an M/M/n queue of
