@@ -13,6 +13,12 @@ type SliceConfig struct {
 	SMPercent  int     `json:"smPercent"`
 	Batch      int     `json:"batch"`
 	Throughput float64 `json:"throughput"` // req/s of one replica
+	// SlowestMs is the slowest measured batch of at most Batch at this SM
+	// %, in ms: a partial batch is not always faster than a full one
+	// (mobilenet_v3_large at 20 % SM: batch 1 in 14.5 ms, batch 8 in
+	// 10.2 ms), and the queueing model times a running and an own batch by
+	// it. 0: Batch / Throughput.
+	SlowestMs float64 `json:"slowestMs,omitempty"`
 }
 
 // Efficiency is throughput per SM %, FaST-GShare's RPR at full quota.
@@ -141,18 +147,21 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 	if n == 0 && in.Rate < 1e-3 && backlog == 0 {
 		return Decision{} // scaled to zero and nothing asks for it
 	}
-	capacity := 0.0
-	for _, r := range in.Replicas {
-		capacity += capOf(r.Config)
+	live := make([]SliceConfig, len(in.Replicas))
+	for i, r := range in.Replicas {
+		live[i] = r.Config
 	}
+	// The pool's capacity is only told in a decision's reason: found by
+	// bisection, it is worked out only for a decision that changes
+	// something.
 	drain := backlog / opts.DrainTime.Seconds()
 	rate := max(in.Rate, in.Rising)
 	demand := rate*opts.Headroom + drain
 	switch {
-	case capacity < demand || n < floor:
+	case !sz.serves(live, demand) || n < floor:
 		d := Decision{}
 		room := in.Policy.Max - n
-		d.Add = fill(menu, demand-capacity, room, best, sz)
+		d.Add = fill(menu, live, demand, room, best, sz)
 		room -= len(d.Add)
 		for n+len(d.Add) < floor && room > 0 {
 			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
@@ -166,7 +175,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
 			}
-			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", capacity)
+			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live))
 		}
 		return d
 	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
@@ -187,8 +196,8 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if left <= floor {
 				break
 			}
-			if capacity-capOf(r.Config) >= demand {
-				capacity -= capOf(r.Config)
+			if rest := without(live, r.Config); sz.serves(rest, demand) {
+				live = rest
 				d.Remove = append(d.Remove, r.ID)
 				left--
 			}
@@ -205,7 +214,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			}
 		}
 		if len(d.Remove) > 0 {
-			d.Reason = fmt.Sprintf("capacity %.1f req/s covers rate %.1f req/s x %.2f", capacity, in.Rate, opts.Headroom)
+			d.Reason = fmt.Sprintf("capacity %.1f req/s left covers rate %.1f req/s x %.2f", sz.poolCapacity(live), in.Rate, opts.Headroom)
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
 			}
@@ -229,22 +238,64 @@ func contains(s []string, v string) bool {
 // capacity (req/s one replica serves: at the SLO's quantile from the
 // queueing model with an SLO, else its full-batch throughput) and its cost
 // (the larger of its SM % and its memory's share of a GPU).
+//
+// A set of replicas is valued as a pool (poolServes): they share the
+// function's queue, so together they serve more than the sum of capOf.
 type sizer struct {
 	capOf, cost func(SliceConfig) float64
+	slo         time.Duration
+	quantile    float64
 }
 
 func newSizer(slo time.Duration, quantile, memoryPercent float64) sizer {
+	if quantile <= 0 || quantile >= 1 {
+		quantile = DefaultSLOQuantile
+	}
 	sz := sizer{
-		capOf: func(c SliceConfig) float64 { return c.Throughput },
-		cost:  func(c SliceConfig) float64 { return max(float64(c.SMPercent), memoryPercent) },
+		capOf:    func(c SliceConfig) float64 { return c.Throughput },
+		cost:     func(c SliceConfig) float64 { return max(float64(c.SMPercent), memoryPercent) },
+		slo:      slo,
+		quantile: quantile,
 	}
 	if slo > 0 {
-		if quantile <= 0 || quantile >= 1 {
-			quantile = DefaultSLOQuantile
-		}
 		sz.capOf = func(c SliceConfig) float64 { return QueueCapacity(c, slo, quantile) }
 	}
 	return sz
+}
+
+// serves reports whether replicas cs together hold the function's SLO at
+// rate (without an SLO: their summed throughput covers it).
+func (sz sizer) serves(cs []SliceConfig, rate float64) bool {
+	return poolServes(cs, rate, sz.slo, sz.quantile)
+}
+
+// poolCapacity is the rate replicas cs together serve (see serves).
+func (sz sizer) poolCapacity(cs []SliceConfig) float64 {
+	return PoolCapacity(cs, sz.slo, sz.quantile)
+}
+
+// without is cs less one replica of c.
+func without(cs []SliceConfig, c SliceConfig) []SliceConfig {
+	out := make([]SliceConfig, 0, len(cs))
+	dropped := false
+	for _, x := range cs {
+		if !dropped && x == c {
+			dropped = true
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// plus is cs and k replicas of c.
+func plus(cs []SliceConfig, c SliceConfig, k int) []SliceConfig {
+	out := make([]SliceConfig, len(cs), len(cs)+k)
+	copy(out, cs)
+	for range k {
+		out = append(out, c)
+	}
+	return out
 }
 
 // menu is the configs that carry any load at all.
@@ -258,35 +309,51 @@ func (sz sizer) menu(cs []SliceConfig) []SliceConfig {
 	return out
 }
 
-// fill right-sizes the replicas that cover gap (req/s), at most room of
-// them: as many of the most efficient slice (best) as the gap holds whole,
-// then the cheapest slice covering what is left — or, where one slice
-// covers that remainder and one best replica together for less, that one
-// instead. So each new replica is sized for the load it will carry, not
-// the most efficient slice for a gap it only partly fills.
-func fill(menu []SliceConfig, gap float64, room int, best SliceConfig, sz sizer) []SliceConfig {
-	if gap <= 1e-9 || room <= 0 {
+// fill right-sizes the replicas added to live so that together they hold
+// the SLO at demand, at most room of them: for each slice on the menu,
+// the fewest copies that do (the pool's capacity, see serves), and of
+// those the plan of least total cost — not the slice with the best
+// capacity per cost alone, which at a tight SLO is often a small slice
+// that needs many copies. The last copy is then the cheapest slice that
+// still completes the pool, so each new replica is sized for the load it
+// will carry. Where no slice does within room, room copies of best.
+func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, sz sizer) []SliceConfig {
+	if room <= 0 || sz.serves(live, demand) {
 		return nil
 	}
-	whole := int(gap / sz.capOf(best))
-	rest := gap - float64(whole)*sz.capOf(best)
-	if rest <= 1e-9 && whole > 0 { // exactly whole replicas
-		whole, rest = whole-1, sz.capOf(best)
-	}
-	last := smallestCovering(menu, rest, best, sz.capOf, sz.cost)
-	if whole > 0 {
-		if merged, ok := cheapestCovering(menu, rest+sz.capOf(best), sz); ok && sz.cost(merged) < sz.cost(last)+sz.cost(best) {
-			whole, last = whole-1, merged
+	var pick SliceConfig
+	pickK := 0
+	for _, c := range menu {
+		if !sz.serves(plus(live, c, room), demand) {
+			continue
+		}
+		lo, hi := 0, room // serves at hi, not at lo
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if sz.serves(plus(live, c, mid), demand) {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		if pickK == 0 || float64(hi)*sz.cost(c) < float64(pickK)*sz.cost(pick)-1e-9 ||
+			(math.Abs(float64(hi)*sz.cost(c)-float64(pickK)*sz.cost(pick)) <= 1e-9 && (hi < pickK || hi == pickK && cheaper(c, pick, sz))) {
+			pick, pickK = c, hi
 		}
 	}
-	var out []SliceConfig
-	for range min(whole, room) {
-		out = append(out, best)
+	if pickK == 0 {
+		return plus(nil, best, room)
 	}
-	if len(out) < room {
-		out = append(out, last)
+	out := plus(nil, pick, pickK-1)
+	rest := append(plus(live, pick, pickK-1), SliceConfig{})
+	last := pick
+	for _, c := range menu {
+		rest[len(rest)-1] = c
+		if cheaper(c, last, sz) && sz.serves(rest, demand) {
+			last = c
+		}
 	}
-	return out
+	return append(out, last)
 }
 
 // cheapestCovering is the cheapest config (then the fewest SM %, then the

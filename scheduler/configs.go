@@ -52,7 +52,16 @@ func ConfigsWithin(p *profiles.Profile, bound time.Duration, maxBatch int) []Sli
 		if err != nil {
 			continue
 		}
-		out = append(out, SliceConfig{SMPercent: pt.SM, Batch: pt.Batch, Throughput: tp})
+		slowest := lat
+		for _, b := range p.Batches(profiles.FullQuota) {
+			if b >= pt.Batch {
+				break
+			}
+			if l, _, err := p.SliceLatency(b, float64(pt.SM)); err == nil {
+				slowest = max(slowest, l)
+			}
+		}
+		out = append(out, SliceConfig{SMPercent: pt.SM, Batch: pt.Batch, Throughput: tp, SlowestMs: slowest})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].SMPercent != out[j].SMPercent {

@@ -17,13 +17,20 @@ func (c SliceConfig) batchLatency() float64 {
 	return float64(c.Batch) / c.Throughput
 }
 
+// slowestBatch is the longest any batch of c takes, in seconds: the full
+// batch's latency, or SlowestMs where a partial batch is slower.
+func (c SliceConfig) slowestBatch() float64 {
+	return max(c.batchLatency(), c.SlowestMs/1000)
+}
+
 // QueueCapacity is the Poisson request rate (req/s) one replica of c
 // serves with at most 1-quantile of its requests slower than slo: the
 // capacity the autoscaler plans with, below c.Throughput (full batches,
 // no waiting). docs/scheduling.md derives it:
 //
-// A replica computes one batch of up to b requests in L (the full batch's
-// latency, an upper bound of a partial one's) and takes the next batch of
+// A replica computes one batch of up to b requests in at most L (the
+// slowest batch, SlowestMs: the full one's latency unless a partial one
+// was measured slower) and takes the next batch of
 // whatever waits when it finishes. A request's response is the rest of
 // the running batch, the full batches ahead of it, and its own (L). Count
 // the work as an M/D/1 queue whose server does one request's share of a
@@ -43,9 +50,8 @@ func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 	if !(eps > 0 && eps < 1) {
 		eps = 1 - DefaultSLOQuantile
 	}
-	L := c.batchLatency()
-	s := L / float64(c.Batch)
-	slack := slo.Seconds() - 2*L + s
+	s := c.batchLatency() / float64(c.Batch)
+	slack := slo.Seconds() - 2*c.slowestBatch() + s
 	if slack <= 0 {
 		return 0
 	}
@@ -58,9 +64,9 @@ func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 // θ the root of rate (exp(θs) - 1) = θ (see QueueCapacity); +Inf at or
 // above the full-batch throughput, where the queue grows without bound.
 func PredictResponse(c SliceConfig, rate, quantile float64) time.Duration {
-	L := c.batchLatency()
+	L := c.slowestBatch()
 	eps := 1 - quantile
-	s := L / float64(c.Batch)
+	s := c.batchLatency() / float64(c.Batch)
 	if rate <= 0 {
 		return time.Duration((2*L - s) * float64(time.Second))
 	}
@@ -85,3 +91,145 @@ func PredictResponse(c SliceConfig, rate, quantile float64) time.Duration {
 	w := math.Log(1/eps) / hi
 	return time.Duration((2*L - s + w) * float64(time.Second))
 }
+
+// A function's replicas share one queue (pull dispatch, scheduler.Pull):
+// a request starts on whichever replica frees first, so n replicas serve
+// more at the SLO than n replicas each behind its own queue, the sum of
+// their QueueCapacity. At a tight SLO the difference is most of the
+// capacity: a lone replica whose batch takes over half the SLO holds it
+// only for requests that find it idle, a few % of its throughput, where a
+// pool of ten almost always has one idle (docs/scheduling.md, "Capacity
+// of a pool").
+//
+// poolServes reports whether replicas cs hold the SLO at quantile for
+// Poisson arrivals at rate. It takes the better of two views, each an
+// upper bound on the wait of its own kind:
+//
+//   - apart: the sum of each replica's QueueCapacity, as if each had its
+//     own queue (a shared queue never does worse than a fixed split);
+//   - pooled: an M/M/n queue (Erlang C) whose servers take one request
+//     at a time for a full batch's latency L (a partial batch is no
+//     slower, and taking more than one waiting request only drains the
+//     queue faster; exponential service waits longer than the fixed
+//     batch time). A request misses only if it waits more than slo - L
+//     with L the slowest replica's: P(W > t) = C(n, a) exp(-(m - λ) t),
+//     m the servers' summed rate 1/L_i, a = λ n / m.
+func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile float64) bool {
+	if rate <= 0 {
+		return true
+	}
+	if len(cs) == 0 {
+		return false
+	}
+	if slo <= 0 {
+		total := 0.0
+		for _, c := range cs {
+			total += c.Throughput
+		}
+		return total >= rate
+	}
+	eps := 1 - quantile
+	if !(eps > 0 && eps < 1) {
+		eps = 1 - DefaultSLOQuantile
+	}
+	apart := 0.0
+	for _, c := range cs {
+		apart += QueueCapacity(c, slo, quantile)
+	}
+	if apart >= rate {
+		return true
+	}
+	return pooledMissShare(cs, rate, slo) <= eps
+}
+
+// pooledMissShare is the pooled view's P(W > slo - L) (see poolServes):
+// 1 where the pool cannot serve rate at all.
+func pooledMissShare(cs []SliceConfig, rate float64, slo time.Duration) float64 {
+	n := len(cs)
+	m, slowest := 0.0, 0.0
+	for _, c := range cs {
+		L := c.slowestBatch() * (1 + Interference*(1-float64(c.SMPercent)/100))
+		if math.IsInf(L, 1) || L <= 0 {
+			return 1
+		}
+		m += 1 / L
+		slowest = max(slowest, L)
+	}
+	t := slo.Seconds() - slowest
+	if t < 0 || rate >= m {
+		return 1
+	}
+	return erlangC(n, rate*float64(n)/m) * math.Exp(-decayRate(rate, 1/m)*t)
+}
+
+// decayRate is θ > 0 with rate (exp(θs) - 1) = θ: the exponential decay of
+// the wait's tail behind a server that takes s per request (Lundberg; for
+// n servers of fixed time L, s = L/n, the decay of M/D/n's wait in
+// heavy traffic, where M/M/n's m - λ would time the work as exponential).
+// rate s < 1.
+func decayRate(rate, s float64) float64 {
+	// f(θ) = rate (exp(θs) - 1) - θ is convex, 0 at 0 and negative just
+	// above: Newton's method from a θ where f > 0 falls to the root from
+	// above, never past it, and converges in a few steps (the autoscaler
+	// asks this for every function at every tick).
+	th := 1 / s
+	for rate*math.Expm1(th*s)-th <= 0 {
+		th *= 2
+	}
+	for range 100 {
+		e := math.Exp(th * s)
+		next := th - (rate*(e-1)-th)/(rate*s*e-1)
+		if th-next <= 1e-12*th {
+			return next
+		}
+		th = next
+	}
+	return th
+}
+
+// erlangC is the probability that an arrival waits in an M/M/n queue of
+// offered load a (Erlangs, a < n), by the stable recursion on Erlang B.
+func erlangC(n int, a float64) float64 {
+	b := 1.0
+	for k := 1; k <= n; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	rho := a / float64(n)
+	return b / (1 - rho + rho*b)
+}
+
+// PoolCapacity is the largest Poisson rate (req/s) replicas cs hold the
+// SLO at quantile for, sharing one queue (see poolServes): at least the
+// sum of their QueueCapacity, below their summed full-batch throughput.
+func PoolCapacity(cs []SliceConfig, slo time.Duration, quantile float64) float64 {
+	lo, hi := 0.0, 0.0
+	for _, c := range cs {
+		hi += c.Throughput
+		if slo > 0 {
+			lo += QueueCapacity(c, slo, quantile)
+		}
+	}
+	if slo <= 0 {
+		return hi
+	}
+	if lo >= hi {
+		return lo
+	}
+	for range 40 {
+		mid := (lo + hi) / 2
+		if poolServes(cs, mid, slo, quantile) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Interference is how much slower a batch runs per whole GPU of busy
+// neighbours (memory bandwidth, L2), the pooled view's margin
+// for co-located replicas: a replica with f of a GPU is timed at
+// 1 + Interference x (1 - f) its profiled latency, as if the rest of its
+// GPU were busy. FaST-GShare's slide 17 puts it near 0.25
+// (docs/evaluation.md, "Calibration on slide 17").
+const Interference = 0.25

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -75,10 +76,6 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		return Replacement{}, false
 	}
 	demand := in.Rate * ResizeMargin
-	total := 0.0
-	for _, r := range in.Replicas {
-		total += sz.capOf(r.Config)
-	}
 	// Candidates: every replica alone, and the k smallest by capacity
 	// (the oldest first among equals: Replicas are oldest first).
 	bySize := make([]ReplicaCapacity, len(in.Replicas))
@@ -98,16 +95,30 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		if len(in.Replicas)-len(set)+1 < floor {
 			continue
 		}
-		capSet, costSet := 0.0, 0.0
+		costSet := 0.0
+		rest := make([]SliceConfig, 0, len(in.Replicas)-len(set)+1)
+		for _, r := range in.Replicas {
+			if !slices.ContainsFunc(set, func(x ReplicaCapacity) bool { return x.ID == r.ID }) {
+				rest = append(rest, r.Config)
+			}
+		}
 		for _, r := range set {
-			capSet += sz.capOf(r.Config)
 			costSet += sz.cost(r.Config)
 		}
-		need := demand - (total - capSet)
-		if need <= 0 && len(set) == 1 {
+		if len(set) == 1 && sz.serves(rest, demand) {
 			continue // the autoscaler's scale-down removes it outright
 		}
-		c, ok := cheapestCovering(menu, max(need, 1e-9), sz)
+		// The cheapest slice with which the rest serve the demand, as a
+		// pool (see Autoscale).
+		rest = append(rest, SliceConfig{})
+		var c SliceConfig
+		ok := false
+		for _, m := range menu {
+			rest[len(rest)-1] = m
+			if (!ok || cheaper(m, c, sz)) && sz.serves(rest, demand) {
+				c, ok = m, true
+			}
+		}
 		if !ok || (len(set) == 1 && c == set[0].Config) {
 			continue
 		}
@@ -124,8 +135,8 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		if len(set) > 1 {
 			what = fmt.Sprintf("merge %d replicas", len(set))
 		}
-		best.Reason = fmt.Sprintf("%s: rate %.1f req/s x %.2f needs %.1f req/s of them; sm %d%% batch %d serves %.1f at cost %.0f, not %.0f",
-			what, in.Rate, ResizeMargin, max(need, 0), c.SMPercent, c.Batch, sz.capOf(c), sz.cost(c), costSet)
+		best.Reason = fmt.Sprintf("%s: rate %.1f req/s x %.2f is served with sm %d%% batch %d in their place, at cost %.0f, not %.0f",
+			what, in.Rate, ResizeMargin, c.SMPercent, c.Batch, sz.cost(c), costSet)
 	}
 	return best, len(best.Old) > 0
 }
