@@ -54,7 +54,8 @@ func TestMixSlice(t *testing.T) {
 	}
 
 	menu := MixConfigs(Mix{Models: half}, 100*time.Millisecond, 0)
-	want := []SliceConfig{{20, 1, 1 / 0.020}, {50, 1, 1 / 0.010}, {50, 4, 4 / (2 * (1 - math.Pow(0.5, 4)) * 0.020)}}
+	want := []SliceConfig{{SMPercent: 20, Batch: 1, Throughput: 1 / 0.020}, {SMPercent: 50, Batch: 1, Throughput: 1 / 0.010},
+		{SMPercent: 50, Batch: 4, Throughput: 4 / (2 * (1 - math.Pow(0.5, 4)) * 0.020)}}
 	if len(menu) != len(want) {
 		t.Fatalf("MixConfigs = %+v, want %+v", menu, want)
 	}
@@ -72,7 +73,7 @@ func TestMixSlice(t *testing.T) {
 }
 
 func TestMixDemand(t *testing.T) {
-	menu := []SliceConfig{{10, 1, 50}, {50, 8, 400}, {100, 8, 300}}
+	menu := []SliceConfig{{SMPercent: 10, Batch: 1, Throughput: 50}, {SMPercent: 50, Batch: 8, Throughput: 400}, {SMPercent: 100, Batch: 8, Throughput: 300}}
 	tests := []struct {
 		name string
 		load float64
