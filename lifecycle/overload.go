@@ -9,12 +9,13 @@ import (
 // yieldToEfficient runs once a tick, after the autoscaler: when replicas
 // of overloaded functions (over; scheduler.Overloaded) wait for room that
 // no GPU has, the least efficient replica in service of another
-// overloaded function gives its room up to the most efficient waiting one
-// (scheduler.Yield: full-batch throughput per cost, by YieldMargin), so
-// that in an overload the GPUs go to the slices that serve most rather
-// than to the functions that asked first. The one that yields becomes a
-// warm replica, as a scale-down makes; its function keeps at least one
-// replica in service.
+// overloaded function, or where none alone makes the room the least
+// efficient ones on one GPU together, give their room up to the most
+// efficient waiting one (scheduler.Yield: full-batch throughput per cost,
+// by YieldMargin), so that in an overload the GPUs go to the slices that
+// serve most rather than to the functions that asked first. Those that
+// yield become warm replicas, as a scale-down makes; each function keeps
+// at least one replica in service.
 func (c *Core) yieldToEfficient(over map[string]bool, now time.Time, res *Result) {
 	if len(over) == 0 {
 		return
@@ -40,7 +41,8 @@ func (c *Core) yieldToEfficient(over map[string]bool, now time.Time, res *Result
 						smUsed[u.Device.UUID] = u.SMAllocated
 					}
 				}
-				cand.Room = 100 - smUsed[r.placement.GPUs[0]] + r.placement.Slice.SMPercent
+				cand.GPU, cand.Held = r.placement.GPUs[0], r.placement.Slice.SMPercent
+				cand.Room = 100 - smUsed[cand.GPU] + cand.Held
 				mine = append(mine, cand)
 			}
 		}
@@ -53,15 +55,25 @@ func (c *Core) yieldToEfficient(over map[string]bool, now time.Time, res *Result
 		live = append(live, mine...)
 		pending = append(pending, waiting...)
 	}
-	victim, to, ok := scheduler.Yield(pending, live)
+	victims, to, ok := scheduler.Yield(pending, live)
 	if !ok {
 		return
 	}
-	r := c.replicas[victim]
-	fn := c.functions[r.fn]
-	c.retire(fn, r, now, "overload: yields its room to "+to+", which serves more per cost", res)
-	fn.lastDown = now
-	fn.desired = c.serving(fn)
+	touched := map[*function]bool{}
+	var order []*function
+	for _, id := range victims {
+		r := c.replicas[id]
+		fn := c.functions[r.fn]
+		c.retire(fn, r, now, "overload: yields its room to "+to+", which serves more per cost", res)
+		if !touched[fn] {
+			touched[fn] = true
+			order = append(order, fn)
+		}
+	}
+	for _, fn := range order {
+		fn.lastDown = now
+		fn.desired = c.serving(fn)
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
 	c.first = to
-	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }

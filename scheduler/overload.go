@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // YieldMargin is how much more full-batch throughput per cost a replica
 // waiting for room must have than the one that yields to it: a swap costs
@@ -22,6 +26,10 @@ type YieldCandidate struct {
 	// Room is the SM % its GPU would have free without it (in service
 	// only): a yield must make room for the replica it yields to.
 	Room int
+	// GPU and Held are the GPU it is on and the SM % it holds there (in
+	// service only).
+	GPU  string
+	Held int
 	// Serving is how many replicas its function has in service (waiting
 	// only): among equally efficient ones, the function with fewest gets
 	// the room, so that functions of one model share it.
@@ -38,14 +46,21 @@ func (c YieldCandidate) efficiency() float64 {
 }
 
 // Yield decides, when the cluster has no room for replicas that
-// overloaded functions wait for (pending), which replica in service of
-// another overloaded function (live) gives its room up, so that GPUs go to
+// overloaded functions wait for (pending), which replicas in service of
+// other overloaded functions (live) give their room up, so that GPUs go to
 // the slices that serve most per cost. It takes the most efficient pending
-// replica (of the function with fewest in service among equals) and the least efficient live one of another function that has a
-// spare replica, frees enough SM % on its GPU for it and is less efficient
-// by YieldMargin; none: ok false. One a call: the caller asks once a tick,
-// and the autoscaler sees the new state before the next.
-func Yield(pending, live []YieldCandidate) (victim, beneficiary string, ok bool) {
+// replica (of the function with fewest in service among equals) and frees
+// enough SM % for it on one GPU: the least efficient single replica there
+// that does, else the least efficient replicas there together, each of
+// another function, less efficient by YieldMargin, its function keeping
+// one in service (Spare, and never all of a function's). Sets of fewer
+// replicas win, then the one whose most efficient member is least
+// efficient. Together matters since scale-ups take the plan of least
+// total cost: under overload a GPU fills with small slices, none of which
+// alone makes the room of a full-batch one. None: ok false. One
+// beneficiary a call: the caller asks once a tick, and the autoscaler sees
+// the new state before the next.
+func Yield(pending, live []YieldCandidate) (victims []string, beneficiary string, ok bool) {
 	var best *YieldCandidate
 	for i := range pending {
 		p := &pending[i]
@@ -55,23 +70,79 @@ func Yield(pending, live []YieldCandidate) (victim, beneficiary string, ok bool)
 		}
 	}
 	if best == nil {
-		return "", "", false
+		return nil, "", false
 	}
-	var worst *YieldCandidate
+	inService := map[string]int{} // by function: how many it has in service
+	byGPU := map[string][]*YieldCandidate{}
 	for i := range live {
 		v := &live[i]
-		if !v.Spare || v.Function == best.Function || v.Room < best.Config.SMPercent ||
-			v.efficiency()*YieldMargin >= best.efficiency() {
+		inService[v.Function]++
+		if !v.Spare || v.Function == best.Function || v.efficiency()*YieldMargin >= best.efficiency() {
 			continue
 		}
-		if worst == nil || v.efficiency() < worst.efficiency() || v.efficiency() == worst.efficiency() && v.ID < worst.ID {
-			worst = v
+		byGPU[v.GPU] = append(byGPU[v.GPU], v)
+	}
+	var pick []*YieldCandidate
+	for _, vs := range byGPU {
+		set := roomOn(vs, best.Config.SMPercent, inService)
+		if set != nil && (pick == nil || betterYield(set, pick)) {
+			pick = set
 		}
 	}
-	if worst == nil {
-		return "", "", false
+	if pick == nil {
+		return nil, "", false
 	}
-	return worst.ID, best.ID, true
+	for _, v := range pick {
+		victims = append(victims, v.ID)
+	}
+	return victims, best.ID, true
+}
+
+// roomOn picks, among candidates on one GPU, the replicas whose room makes
+// need SM % free there: the least efficient single one that does, else
+// the least efficient first until they do, each function keeping one of
+// those it has in service. Nil if they cannot.
+func roomOn(vs []*YieldCandidate, need int, inService map[string]int) []*YieldCandidate {
+	vs = slices.Clone(vs)
+	slices.SortFunc(vs, func(a, b *YieldCandidate) int {
+		if c := cmp.Compare(a.efficiency(), b.efficiency()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	for _, v := range vs {
+		if v.Room >= need {
+			return []*YieldCandidate{v}
+		}
+	}
+	free := vs[0].Room - vs[0].Held // the GPU's, with every candidate there
+	taken := map[string]int{}
+	var set []*YieldCandidate
+	for _, v := range vs {
+		if taken[v.Function]+1 >= inService[v.Function] {
+			continue
+		}
+		taken[v.Function]++
+		set = append(set, v)
+		if free += v.Held; free >= need {
+			return set
+		}
+	}
+	return nil
+}
+
+// betterYield orders two sets of replicas that would each make the room:
+// fewer first, then the one whose most efficient member is the less
+// efficient, then by its members' IDs.
+func betterYield(a, b []*YieldCandidate) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	ea, eb := a[len(a)-1].efficiency(), b[len(b)-1].efficiency() // sorted least efficient first
+	if ea != eb {
+		return ea < eb
+	}
+	return a[0].ID < b[0].ID
 }
 
 // Overloaded reports whether a function's backlog alone asks for more than
