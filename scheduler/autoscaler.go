@@ -471,14 +471,14 @@ const risingFalseAlarm = 0.00135
 // rate when its count is one a Poisson count at the smoothed rate reaches
 // less often than risingFalseAlarm (a rise, which the average takes a
 // half-life to follow), else the smoothed rate. So noise at a steady rate
-// passes the test about once in 740 intervals at any rate, and does not
-// add replicas for nothing; a doubling of 10 req/s over 1 s passes it a
-// third of the time, of 100 req/s almost always. The Poisson tail, not 3
-// normal deviations: at the counts of a light load its tail is heavier
-// (at 10 req/s over 1 s, 20 requests come once in 290 intervals, not
-// 740), and with many light functions the false rises added a replica
-// somewhere every half a minute — on a GPU of its own once the one in use
-// was full.
+// passes the test at most once in 740 intervals at any rate, and does not
+// add replicas for nothing; a doubling of 10 req/s over 1 s passes it 36 %
+// of the time, of 100 req/s almost always. The Poisson tail, not 3 normal
+// deviations above the mean (as before): at a light load's counts its
+// tail is heavier (at 10 req/s over 1 s, 20 requests come once in 290
+// intervals, not 740), and with many light functions the false rises
+// added a replica somewhere every half a minute, on a GPU of its own once
+// the one in use was full.
 func (e *RateEstimator) Rising() float64 {
 	if e.dt <= 0 {
 		return e.rate
