@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -99,6 +101,52 @@ func TestRateEstimatorRising(t *testing.T) {
 			e.Observe(120*100+tt.last, t0.Add(121*time.Second))
 			if got := e.Rising() > e.Rate()+1e-9; got != tt.rising {
 				t.Errorf("Rising %.1f vs smoothed %.1f: rising %v, want %v", e.Rising(), e.Rate(), got, tt.rising)
+			}
+		})
+	}
+}
+
+// At a steady rate, noise must pass for a rise no more often than
+// risingFalseAlarm at any rate: the 3-deviation normal rule let a light
+// function's Poisson counts through about once in 270-370 intervals, and
+// eight light functions then added a replica every half a minute. The
+// probability is summed exactly over the counts a second may bring.
+func TestRateEstimatorRisingFalseAlarms(t *testing.T) {
+	for _, rate := range []float64{1, 3, 10, 30, 100, 1000} {
+		t.Run(fmt.Sprintf("%g req/s", rate), func(t *testing.T) {
+			warm := func() RateEstimator {
+				e := RateEstimator{HalfLife: 10 * time.Second}
+				for i := range 301 {
+					e.Observe(uint64(float64(i)*rate), t0.Add(time.Duration(i)*time.Second))
+				}
+				return e
+			}
+			base := uint64(300 * rate)
+			// P(n) by the recurrence P(n) = P(n-1) * rate / n, in logs so
+			// that 1000 req/s does not underflow exp(-rate).
+			logP, alarms, firstAlarm := -rate, 0.0, -1
+			for n := 0; n < int(rate+30*math.Sqrt(rate)+30); n++ {
+				if n > 0 {
+					logP += math.Log(rate / float64(n))
+				}
+				e := warm()
+				e.Observe(base+uint64(n), t0.Add(301*time.Second))
+				if e.Rising() > e.Rate()+1e-9 {
+					alarms += math.Exp(logP)
+					if firstAlarm < 0 {
+						firstAlarm = n
+					}
+				}
+			}
+			if alarms > risingFalseAlarm {
+				t.Errorf("noise passes for a rise with probability %.5f (from %d requests in 1 s), want at most %.5f",
+					alarms, firstAlarm, risingFalseAlarm)
+			}
+			// And a tripling (and a few) is a rise.
+			e := warm()
+			e.Observe(base+uint64(3*rate)+5, t0.Add(301*time.Second))
+			if e.Rising() <= e.Rate()+1e-9 {
+				t.Errorf("%g requests in 1 s after a steady %g req/s: not a rise", 3*rate+5, rate)
 			}
 		})
 	}
