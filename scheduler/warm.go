@@ -86,3 +86,43 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.999999) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
+
+// RateHistory is a function's recent smoothed request rates, one a tick,
+// over a window (the warm TTL: a burst older than the longest a warm
+// replica lives says nothing about keeping one). It tells a bursty
+// function from a steady one for its warm replicas (Bursty).
+type RateHistory struct {
+	// Window is how far back rates are kept.
+	Window time.Duration
+	at     []time.Time
+	rates  []float64
+}
+
+// Observe records rate at now and forgets what is older than Window.
+func (h *RateHistory) Observe(now time.Time, rate float64) {
+	h.at, h.rates = append(h.at, now), append(h.rates, rate)
+	i := 0
+	for i < len(h.at)-1 && now.Sub(h.at[i]) > h.Window {
+		i++
+	}
+	h.at, h.rates = h.at[i:], h.rates[i:]
+}
+
+// burstPeakRatio: a function whose rate within the window peaked at
+// least this many times above its rate now has just come off a busy
+// spell, and by the same pattern is likely to have another. A smoothed
+// steady rate (a 10 s half-life) wanders a few % under Poisson noise, far
+// below it; a trimmed warm replica of a steady function exists because
+// its capacity came down a step, not because its load fell.
+const burstPeakRatio = 1.5
+
+// Bursty reports whether the function's rate now is well below its peak
+// within the window (burstPeakRatio): its warm replicas are the capacity
+// of its next busy spell. A steady function, or one rising, is not.
+func (h *RateHistory) Bursty() bool {
+	if len(h.rates) < 2 {
+		return false
+	}
+	peak, now := slices.Max(h.rates), h.rates[len(h.rates)-1]
+	return peak > 0 && peak >= burstPeakRatio*now
+}

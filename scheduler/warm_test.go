@@ -61,3 +61,44 @@ func TestWarmExpired(t *testing.T) {
 		})
 	}
 }
+
+func TestRateHistoryBursty(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	window := 10 * time.Minute
+	steps := func(rates ...float64) []float64 { return rates }
+	cases := []struct {
+		name  string
+		rates []float64 // one a 10 s tick
+		want  bool
+	}{
+		{"no history", nil, false},
+		{"one rate", steps(100), false},
+		{"steady with noise", steps(120, 126, 114, 121, 118, 125, 117), false},
+		{"ramping up", steps(0, 20, 60, 100, 120), false},
+		{"a step down of a quarter (capacity trimmed, load steady)", steps(160, 160, 120, 120), false},
+		{"after a burst: 180 down to 60", steps(60, 60, 180, 180, 120, 60, 60), true},
+		{"quiet after busy", steps(40, 40, 0, 0), true},
+		{"never any load", steps(0, 0, 0), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := RateHistory{Window: window}
+			for i, r := range tc.rates {
+				h.Observe(t0.Add(time.Duration(i)*10*time.Second), r)
+			}
+			if got := h.Bursty(); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a burst beyond the window is forgotten", func(t *testing.T) {
+		h := RateHistory{Window: window}
+		h.Observe(t0, 180)
+		for d := 10 * time.Second; d <= window+20*time.Second; d += 10 * time.Second {
+			h.Observe(t0.Add(d), 60)
+		}
+		if h.Bursty() {
+			t.Error("bursty from a peak older than the window")
+		}
+	})
+}
