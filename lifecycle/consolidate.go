@@ -81,8 +81,9 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 // fixed reports whether replica id keeps its GPU in use this pass: it is
 // not a plain replica in service or warm (starting, draining, unknown),
 // spans GPUs, or its function is new, scaling up (or, for one in service,
-// down), waiting for room or in a move; a warm one also while just made
-// or while its function has none in service.
+// down), waiting for room or in a move; a warm one also while just made,
+// while its function has none in service or while it is a bursty
+// function's model cache (keepsCache).
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
 	r := c.replicas[id]
 	if r == nil || r.placement == nil || len(r.placement.GPUs) != 1 || (r.phase != Ready && r.phase != Warm) {
@@ -107,7 +108,7 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		// made (it lives at least the autoscaler's cool-down) or its
 		// function has none in service: then a request would wait out a
 		// cold start, and the warm lifetime alone decides.
-		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 || c.modelCache(r) {
+		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 || c.keepsCache(r) {
 			return true
 		}
 	}

@@ -176,19 +176,24 @@ func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
 // A GPU left holding only warm replicas is freed by consolidation — they
 // yield — unless one is just made or its function has no replica in
 // service (a request would then wait out a cold start: its warm lifetime
-// alone decides). Seen failing with warm replicas held while their
-// function scaled down: the cost run's falling load kept such GPUs.
+// alone decides), or it is a bursty function's model cache (keepsCache).
+// Seen failing with warm replicas held while their function scaled down:
+// the cost run's falling load kept such GPUs; and with a steady
+// function's model caches held (h19-zoo8-steady's cost).
 func TestWarmOnlyGPUYields(t *testing.T) {
 	tests := []struct {
-		name  string
-		to    int           // f scaled to, at t0 + 90 s
-		check time.Duration // since then
-		yield bool
+		name   string
+		to     int           // f scaled to, at t0 + 90 s
+		check  time.Duration // since then
+		models bool          // each replica holds several models
+		stop   time.Duration // requests (100/s) stop this long before the scale-down; 0: they go on
+		yield  bool
 	}{
-		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, true},
-		{"just made: kept", 1, 10 * time.Second, false},
-		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false},
-		{"holding several models (a multi-model function's model cache): kept", 1, 40 * time.Second, false},
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true},
+		{"just made: kept", 1, 10 * time.Second, false, 0, false},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false},
+		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false},
+		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,23 +208,37 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 			}
 			c.ReplicaReady("f-1", t0)
 			c.ReplicaReady("f-2", t0)
-			if strings.HasPrefix(tc.name, "holding several models") {
+			if tc.models {
 				for _, id := range []string{"f-1", "f-2"} {
 					c.cache.Use(id, "m1", 1<<20, t0)
 					c.cache.Use(id, "m2", 1<<20, t0)
 				}
 			}
 			down := t0.Add(90 * time.Second)
-			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: down})
-			if _, _, err := c.Scale("openfaas-fn", "f", tc.to, down); err != nil {
-				t.Fatal(err)
+			end := down.Add(tc.check)
+			if tc.stop > 0 {
+				end = down.Add(-tc.stop)
 			}
-			res := c.Tick(down.Add(tc.check))
-			yielded := slices.ContainsFunc(res.Effects, func(e Effect) bool {
-				return e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation")
-			})
-			if yielded != tc.yield {
-				t.Errorf("yielded: %v, want %v (%q)", yielded, tc.yield, effectsAbout(res))
+			var yields []string
+			for now := t0.Add(time.Second); !now.After(down.Add(tc.check)); now = now.Add(time.Second) {
+				if now.Equal(down) {
+					if _, _, err := c.Scale("openfaas-fn", "f", tc.to, down); err != nil {
+						t.Fatal(err)
+					}
+				}
+				last := now
+				if last.After(end) {
+					last = end
+				}
+				c.ObserveLoad("openfaas-fn/f", Load{Requests: uint64(100 * last.Sub(t0).Seconds()), LastRequest: last})
+				for _, e := range c.Tick(now).Effects {
+					if e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation") {
+						yields = append(yields, e.Replica.ID)
+					}
+				}
+			}
+			if yielded := len(yields) > 0; yielded != tc.yield {
+				t.Errorf("yielded: %v, want %v (%q)", yielded, tc.yield, yields)
 			}
 		})
 	}
@@ -259,37 +278,58 @@ func TestReplacementRecordedOnceItTakesOver(t *testing.T) {
 }
 
 // A warm replica on a crowded GPU lives shorter (scheduler.WarmExpired's
-// memory pressure), unless it holds several models: a multi-model
-// function's model cache, which a new replica rebuilds one load at a time.
+// memory pressure), unless it is a bursty function's model cache
+// (keepsCache): several models, which a new replica rebuilds one load at
+// a time, of a function whose load fell off a peak. A steady function's
+// is trimmed capacity and yields as one model's does; seen failing while
+// any replica holding several models kept its lifetime.
 func TestWarmModelCacheIgnoresMemoryPressure(t *testing.T) {
 	tests := []struct {
 		name    string
 		models  []string
+		bursty  bool // requests stop 10 s before the scale-down; else they go on
 		expired bool
 	}{
-		{"one model, 15 of 16 GiB used: expires early", []string{"f"}, true},
-		{"several models: its lifetime", []string{"m1", "m2", "m3"}, false},
+		{"one model, steady, 14 of 16 GiB used: expires early", []string{"f"}, false, true},
+		{"one model, bursty: expires early", []string{"f"}, true, true},
+		{"several models, bursty: its lifetime", []string{"m1", "m2", "m3"}, true, false},
+		{"several models, steady: expires early", []string{"m1", "m2", "m3"}, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := New(inventory(1, 1), nil, Options{WarmTTL: 10 * time.Minute})
-			spec := fn("f", 60, 15, 0, 1)
-			spec.Scale.Zero = true
-			if _, err := c.Deploy(spec, t0); err != nil {
+			if _, err := c.Deploy(fn("f", 30, 7, 0, 2), t0); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
 				t.Fatal(err)
 			}
 			c.ReplicaReady("f-1", t0)
+			c.ReplicaReady("f-2", t0)
 			for _, m := range tc.models {
-				c.cache.Use("f-1", m, 1<<20, t0)
+				c.cache.Use("f-2", m, 1<<20, t0)
 			}
-			c.ObserveLoad("openfaas-fn/f", Load{Requests: 1, LastRequest: t0})
-			if _, _, err := c.Scale("openfaas-fn", "f", 0, t0); err != nil {
-				t.Fatal(err)
+			down := t0.Add(time.Minute)
+			end := down.Add(4 * time.Minute)
+			if tc.bursty {
+				end = down.Add(-10 * time.Second)
 			}
-			res := c.Tick(t0.Add(2 * time.Minute))
-			expired := slices.ContainsFunc(res.Effects, func(e Effect) bool { return e.Kind == Stop && e.Replica.ID == "f-1" })
+			expired := false
+			for now := t0.Add(time.Second); !now.After(down.Add(3 * time.Minute)); now = now.Add(time.Second) {
+				if now.Equal(down) {
+					if _, _, err := c.Scale("openfaas-fn", "f", 1, down); err != nil {
+						t.Fatal(err)
+					}
+				}
+				last := now
+				if last.After(end) {
+					last = end
+				}
+				c.ObserveLoad("openfaas-fn/f", Load{Requests: uint64(100 * last.Sub(t0).Seconds()), LastRequest: last})
+				expired = expired || slices.ContainsFunc(c.Tick(now).Effects, func(e Effect) bool { return e.Kind == Stop && e.Replica.ID == "f-2" })
+			}
 			if expired != tc.expired {
-				t.Errorf("stopped at 2 min: %v, want %v (%q)", expired, tc.expired, effectsAbout(res))
+				t.Errorf("f-2 stopped within 3 min warm: %v, want %v", expired, tc.expired)
 			}
 		})
 	}

@@ -149,6 +149,9 @@ type function struct {
 	seen      uint64
 	quiet     bool
 	quietFrom time.Time
+	// burst is its smoothed rate over the warm TTL, one a tick: whether
+	// it is bursty decides if its warm model caches are kept (keepsCache).
+	burst scheduler.RateHistory
 	// mix follows the models a multi-model function's requests name
 	// (mix.go); nil for one model.
 	mix *mixState

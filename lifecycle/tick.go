@@ -56,6 +56,8 @@ func (c *Core) Tick(now time.Time) Result {
 	over := map[string]bool{} // functions whose backlog alone outruns their replicas
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
+		fn.burst.Window = c.opts.WarmTTL
+		fn.burst.Observe(now, rate)
 		c.cancelStuckReplacements(fn, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
@@ -188,7 +190,7 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 		fn := c.functions[r.fn]
 		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
-		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.modelCache(r) {
+		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.keepsCache(r) {
 			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
 				in.FreeMemory = 1 - float64(used)/float64(capacity)
 			}
@@ -215,14 +217,20 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 	}
 }
 
-// modelCache reports whether warm replica r holds more than one model: a
-// multi-model function's model cache, which a new replica would rebuild
-// one load at a time as requests name the models. Such a replica's
-// lifetime is not shortened by its GPU's memory pressure (a placement
-// that needs the memory still evicts it), and consolidation does not
-// free its GPU (consolidate.go): the warm TTL and its function's idle
-// gaps decide.
-func (c *Core) modelCache(r *replica) bool { return c.cache.ModelCount(r.id) > 1 }
+// keepsCache reports whether warm replica r is a bursty function's model
+// cache: it holds more than one model (a new replica would rebuild them
+// one load at a time as requests name them) and its function's rate is
+// well below its recent peak (scheduler.RateHistory.Bursty), so the next
+// busy spell is likely to need it. Such a replica's lifetime is not
+// shortened by its GPU's memory pressure (a placement that needs the
+// memory still evicts it), and consolidation does not free its GPU
+// (consolidate.go): the warm TTL and its function's idle gaps decide. A
+// steady function's warm replica exists because its capacity was trimmed
+// while its load goes on; it yields as a single-model one does.
+func (c *Core) keepsCache(r *replica) bool {
+	fn := c.functions[r.fn]
+	return fn != nil && c.cache.ModelCount(r.id) > 1 && fn.burst.Bursty()
+}
 
 // maxGaps is how many idle gaps a function remembers: enough for a
 // 90th percentile, few enough to follow a change of pattern.
