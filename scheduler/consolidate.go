@@ -176,7 +176,8 @@ func Consolidate(in ConsolidateInput, o ConsolidateOptions) Consolidation {
 			if src.fixed || src.serving > o.MaxMoves || src.serving == 0 {
 				continue
 			}
-			if moves, ok := repack(src, gs, o.MaxRepack); ok {
+			// The repacking moves are within the pass's move budget too.
+			if moves, ok := repack(src, gs, min(o.MaxRepack, o.MaxMoves)); ok {
 				out.Moves, out.Room = moves, src.in.UUID
 				break
 			}
