@@ -116,7 +116,9 @@ type consGPU struct {
 // best fit (least SM left, then memory), then UUID. Replicas are placed
 // largest first. A GPU holding only warm replicas frees with no move.
 // Nothing happens while Busy or within CoolDown of LastChange, and a GPU
-// holding a Fixed replica is kept.
+// holding a Fixed replica is kept. Where no GPU can be freed, the pass
+// may instead make at most MaxRepack moves among the other GPUs after
+// which one can (repack; Consolidation.Room).
 func Consolidate(in ConsolidateInput, o ConsolidateOptions) Consolidation {
 	var out Consolidation
 	if !o.Due(in.Now, in.LastChange, in.Busy) {
