@@ -66,10 +66,16 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 	for _, id := range plan.Yield {
 		c.yield(id, now, "consolidation: its GPU is freed", res)
 	}
+	why := "consolidation: moved to free GPU "
+	if plan.Room != "" {
+		// Moves among the other GPUs that make room for a later pass to
+		// free plan.Room; no GPU is being freed yet.
+		why = "consolidation: moved to make room to free GPU " + plan.Room + ", from "
+	}
 	for _, m := range plan.Moves {
 		old := c.replicas[m.Replica]
 		fn := c.functions[old.fn]
-		nr := c.replace(fn, old, old.config, now, "consolidation: moved to free GPU "+m.From, res)
+		nr := c.replace(fn, old, old.config, now, why+m.From, res)
 		nr.target = m.To
 	}
 	for _, u := range plan.Free {

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -332,5 +333,71 @@ func TestWarmModelCacheIgnoresMemoryPressure(t *testing.T) {
 				t.Errorf("f-2 stopped within 3 min warm: %v, want %v", expired, tc.expired)
 			}
 		})
+	}
+}
+
+// Fragmented room: a (55 % SM) on GPU-0-0, b (50) and bs (10) on GPU-0-1,
+// c (50) and cs (10) on GPU-0-2 (fillers placed them so, then went). No
+// GPU frees as things stand; one pass moves cs beside a, make before
+// break, and a later pass frees GPU-0-1 by the usual rule.
+func TestConsolidationRepacksThenFrees(t *testing.T) {
+	c := New(inventory(1, 3), nil, Options{NoWarm: true})
+	for _, f := range []struct {
+		name string
+		sm   int
+	}{{"a", 55}, {"y", 45}, {"b", 50}, {"x", 40}, {"bs", 10}, {"c", 50}, {"cs", 10}} {
+		if _, err := c.Deploy(fn(f.name, f.sm, 2, 1, 1), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"x", "y"} {
+		if _, err := c.Delete("openfaas-fn", name, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpuOf := map[string]string{}
+	idOf := map[string]string{}
+	for _, name := range []string{"a", "b", "bs", "c", "cs"} {
+		v, _ := c.Function("openfaas-fn/" + name)
+		id := v.Live[0].ID
+		c.ReplicaReady(id, t0)
+		r, _ := c.Replica(id)
+		idOf[name], gpuOf[name] = id, r.Placement.GPUs[0]
+	}
+	want := map[string]string{"a": "GPU-0-0", "b": "GPU-0-1", "bs": "GPU-0-1", "c": "GPU-0-2", "cs": "GPU-0-2"}
+	if !maps.Equal(gpuOf, want) {
+		t.Fatalf("placed %v, want %v", gpuOf, want)
+	}
+	// The repacking pass: cs moves to GPU-0-0; nothing else.
+	now := t0.Add(2 * time.Minute)
+	got := effectsAbout(c.Tick(now))
+	if len(got) != 1 || !strings.HasSuffix(got[0], " on GPU-0-0") || !strings.HasPrefix(got[0], "start cs-") {
+		t.Fatalf("repacking pass: %q, want cs started on GPU-0-0", got)
+	}
+	ncs := strings.Fields(got[0])[1]
+	now = now.Add(time.Second)
+	if got := effectsAbout(c.ReplicaReady(ncs, now)); !slices.Equal(got, []string{"stop " + idOf["cs"]}) {
+		t.Fatalf("cs's new replica ready: %q, want %s stopped", got, idOf["cs"])
+	}
+	// Within the cool-down of the move: nothing.
+	if got := effectsAbout(c.Tick(now.Add(30 * time.Second))); len(got) > 0 {
+		t.Fatalf("within the cool-down: %q", got)
+	}
+	// The next pass frees GPU-0-1: b to GPU-0-2, bs to GPU-0-0.
+	now = now.Add(2 * time.Minute)
+	got = effectsAbout(c.Tick(now))
+	slices.Sort(got)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "start b-") || !strings.HasSuffix(got[0], " on GPU-0-2") ||
+		!strings.HasPrefix(got[1], "start bs-") || !strings.HasSuffix(got[1], " on GPU-0-0") {
+		t.Fatalf("freeing pass: %q, want b on GPU-0-2 and bs on GPU-0-0", got)
+	}
+	for _, s := range got {
+		c.ReplicaReady(strings.Fields(s)[1], now.Add(time.Second))
+	}
+	c.Tick(now.Add(2 * time.Second))
+	for _, u := range c.Usage() {
+		if u.Device.UUID == "GPU-0-1" && len(u.Replicas) > 0 {
+			t.Errorf("GPU-0-1 still holds %v", u.Replicas)
+		}
 	}
 }

@@ -45,6 +45,10 @@ type ConsolidateOptions struct {
 	MaxMoves int
 	// CoolDown is how long the cluster must be stable before a pass.
 	CoolDown time.Duration
+	// MaxRepack is the most moves among the other GPUs a pass makes to
+	// make room for a GPU that cannot be freed as things stand; 0 only
+	// frees GPUs whose replicas fit the others' room as it is.
+	MaxRepack int
 }
 
 // DefaultConsolidateOptions move at most 20 replicas a pass, as many as
@@ -53,7 +57,11 @@ type ConsolidateOptions struct {
 // GPU's worth; once the cluster has been stable for a minute, twice the
 // autoscaler's cool-down, so that a function that scales down and up again
 // is not moved in between.
-var DefaultConsolidateOptions = ConsolidateOptions{MaxMoves: 20, CoolDown: time.Minute}
+//
+// At most 2 repacking moves: one is what a GPU held back by fragmented
+// room (two GPUs with room that only together fit its replicas) usually
+// needs, and the search grows as the power of it.
+var DefaultConsolidateOptions = ConsolidateOptions{MaxMoves: 20, CoolDown: time.Minute, MaxRepack: 2}
 
 // Due reports whether a pass may run at now: consolidation is on, the
 // cluster is not busy and has been stable for the cool-down since
@@ -76,10 +84,17 @@ type Consolidation struct {
 	Moves []Move
 	// Yield are the warm replicas on them, stopped.
 	Yield []string
+	// Room, when set, is the GPU that Moves make room to free: no GPU
+	// could be freed as things stand, so the pass only moves replicas
+	// among the others (Free is empty) and a later pass frees it once
+	// the moves are done. Make before break keeps a moved replica's old
+	// booking until its new one is ready, so room a move makes cannot be
+	// used in the same pass.
+	Room string
 }
 
 // Empty reports whether the pass changes nothing.
-func (c Consolidation) Empty() bool { return len(c.Free) == 0 }
+func (c Consolidation) Empty() bool { return len(c.Free) == 0 && len(c.Moves) == 0 }
 
 type consGPU struct {
 	in      ConsolidateGPU
@@ -101,7 +116,9 @@ type consGPU struct {
 // best fit (least SM left, then memory), then UUID. Replicas are placed
 // largest first. A GPU holding only warm replicas frees with no move.
 // Nothing happens while Busy or within CoolDown of LastChange, and a GPU
-// holding a Fixed replica is kept.
+// holding a Fixed replica is kept. Where no GPU can be freed, the pass
+// may instead make at most MaxRepack moves among the other GPUs after
+// which one can (repack; Consolidation.Room).
 func Consolidate(in ConsolidateInput, o ConsolidateOptions) Consolidation {
 	var out Consolidation
 	if !o.Due(in.Now, in.LastChange, in.Busy) {
@@ -142,7 +159,7 @@ func Consolidate(in ConsolidateInput, o ConsolidateOptions) Consolidation {
 		if src.fixed || src.target || src.serving > left {
 			continue
 		}
-		moves, ok := fitElsewhere(src, gs)
+		moves, ok := fitElsewhere(src, gs, false)
 		if !ok {
 			continue
 		}
@@ -156,12 +173,171 @@ func Consolidate(in ConsolidateInput, o ConsolidateOptions) Consolidation {
 			}
 		}
 	}
+	if len(out.Free) == 0 && o.MaxRepack > 0 {
+		for _, src := range order {
+			if src.fixed || src.serving > o.MaxMoves || src.serving == 0 {
+				continue
+			}
+			// The repacking moves are within the pass's move budget too.
+			if moves, ok := repack(src, gs, min(o.MaxRepack, o.MaxMoves)); ok {
+				out.Moves, out.Room = moves, src.in.UUID
+				break
+			}
+		}
+	}
+	return out
+}
+
+// repack looks for at most k moves of replicas in service among the GPUs
+// other than src after which src's replicas fit elsewhere (fitElsewhere);
+// each move's replica keeps its booking on its own GPU until it is done,
+// so it needs room on its target as things stand. It returns the first
+// found, fewest moves first, then smallest replicas first (least to
+// reload), then best fit; it leaves gs as it found them.
+func repack(src *consGPU, gs []*consGPU, k int) ([]Move, bool) {
+	// The room elsewhere must at least add up to src's load.
+	var roomSM int
+	var roomMem int64
+	for _, g := range gs {
+		if g != src && g.serving > 0 && g.in.Product == src.in.Product {
+			roomSM += 100 - g.sm
+			roomMem += g.in.MemoryBytes - g.live
+		}
+	}
+	if roomSM < src.sm || roomMem < src.live {
+		return nil, false
+	}
+	type cand struct {
+		g *consGPU
+		r ConsolidateReplica
+	}
+	var cands []cand
+	for _, g := range gs {
+		if g == src || g.serving == 0 || g.in.Product != src.in.Product {
+			continue
+		}
+		for _, r := range g.in.Replicas {
+			if !r.Warm && !r.Fixed {
+				cands = append(cands, cand{g, r})
+			}
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i].r, cands[j].r
+		if a.SMPercent != b.SMPercent {
+			return a.SMPercent < b.SMPercent
+		}
+		if a.MemoryBytes != b.MemoryBytes {
+			return a.MemoryBytes < b.MemoryBytes
+		}
+		return a.ID < b.ID
+	})
+	// moved[i]: candidate i is moved (a replica moves at most once).
+	moved := make([]bool, len(cands))
+	// A move books its target at once, but leaves its own GPU only once
+	// it is done: the room it makes counts for the check that src then
+	// fits, not for the pass's other moves.
+	var try func(depth int, moves []Move) ([]Move, bool)
+	try = func(depth int, moves []Move) ([]Move, bool) {
+		if depth == 0 {
+			for i, c := range cands {
+				if moved[i] {
+					c.g.sm -= c.r.SMPercent
+					c.g.live -= c.r.MemoryBytes
+				}
+			}
+			_, ok := fitElsewhere(src, gs, true)
+			for i, c := range cands {
+				if moved[i] {
+					c.g.sm += c.r.SMPercent
+					c.g.live += c.r.MemoryBytes
+				}
+			}
+			if ok {
+				return moves, true
+			}
+			return nil, false
+		}
+		for i, c := range cands {
+			if moved[i] {
+				continue
+			}
+			for _, h := range targets(c.r, c.g, src, gs) {
+				evi := max(h.live+h.warm+c.r.MemoryBytes-h.in.MemoryBytes, 0)
+				h.sm += c.r.SMPercent
+				h.live += c.r.MemoryBytes
+				h.warm -= evi
+				moved[i] = true
+				got, ok := try(depth-1, append(moves, Move{Replica: c.r.ID, From: c.g.in.UUID, To: h.in.UUID}))
+				moved[i] = false
+				h.sm -= c.r.SMPercent
+				h.live -= c.r.MemoryBytes
+				h.warm += evi
+				if ok {
+					return got, true
+				}
+			}
+		}
+		return nil, false
+	}
+	for n := 1; n <= k; n++ {
+		if moves, ok := try(n, nil); ok {
+			return moves, true
+		}
+	}
+	return nil, false
+}
+
+// targets are the GPUs r may move to from its GPU from, not src: in use,
+// of the same product, with room for it as placement counts it; best fit
+// first (no eviction, least SM left, then memory, then UUID).
+func targets(r ConsolidateReplica, from, src *consGPU, gs []*consGPU) []*consGPU {
+	type t struct {
+		g       *consGPU
+		noEvict bool
+		sm      int
+		mem     int64
+	}
+	var ts []t
+	for _, g := range gs {
+		if g == from || g == src || g.freed || g.serving == 0 || g.in.Product != from.in.Product || g.sm+r.SMPercent > 100 {
+			continue
+		}
+		free := g.in.MemoryBytes - g.live - r.MemoryBytes
+		if free < 0 {
+			continue
+		}
+		noEvict := free >= g.warm
+		leftMem := free
+		if noEvict {
+			leftMem = free - g.warm
+		}
+		ts = append(ts, t{g, noEvict, 100 - g.sm - r.SMPercent, leftMem})
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		a, b := ts[i], ts[j]
+		if a.noEvict != b.noEvict {
+			return a.noEvict
+		}
+		if a.sm != b.sm {
+			return a.sm < b.sm
+		}
+		if a.mem != b.mem {
+			return a.mem < b.mem
+		}
+		return a.g.in.UUID < b.g.in.UUID
+	})
+	out := make([]*consGPU, len(ts))
+	for i, x := range ts {
+		out[i] = x.g
+	}
 	return out
 }
 
 // fitElsewhere places src's replicas in service on the other GPUs in use
-// and books them there; it books nothing when one does not fit.
-func fitElsewhere(src *consGPU, gs []*consGPU) ([]Move, bool) {
+// and books them there; it books nothing when one does not fit, nor when
+// dry (a check only).
+func fitElsewhere(src *consGPU, gs []*consGPU, dry bool) ([]Move, bool) {
 	reps := make([]ConsolidateReplica, 0, src.serving)
 	for _, r := range src.in.Replicas {
 		if !r.Warm {
@@ -226,6 +402,10 @@ func fitElsewhere(src *consGPU, gs []*consGPU) ([]Move, bool) {
 		best.warm -= evi
 		done = append(done, booked{best, r, evi})
 		moves = append(moves, Move{Replica: r.ID, From: src.in.UUID, To: best.in.UUID})
+	}
+	if dry {
+		undo()
+		return moves, true
 	}
 	for _, b := range done {
 		b.g.target = true

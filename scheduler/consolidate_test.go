@@ -114,6 +114,42 @@ func TestConsolidate(t *testing.T) {
 			o: ConsolidateOptions{MaxMoves: 2, CoolDown: time.Minute},
 			// a → d (60), b → d (75); c would need 2 more moves.
 			want: Consolidation{Free: []string{"a", "b"}, Moves: []Move{{"a1", "a", "d"}, {"b1", "b", "d"}}}},
+		{name: "fragmented room: one move among the others makes room to free a GPU",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 55, 2)),
+				v100("b", live("b1", 50, 2), live("b2", 10, 2)),
+				v100("c", live("c1", 50, 2), live("c2", 10, 2)),
+			}},
+			// No GPU frees as things stand (a1 needs 55, b1 and c1 50,
+			// each GPU has at most 45 free). Moving c2 to a leaves c 50
+			// free: a later pass frees b (b1 to c, b2 to a). a cannot be
+			// freed by one or two moves (b and c keep 50 each).
+			want: Consolidation{Moves: []Move{{"c2", "c", "a"}}, Room: "b"}},
+		{name: "no move among the others has room: nothing",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 60, 2)),
+				v100("b", live("b1", 60, 2), live("b2", 20, 2)),
+				v100("c", live("c1", 70, 2), live("c2", 25, 2)),
+			}},
+			// Freeing a needs 60 on b or c: neither b2 nor c2 fits the
+			// other (a is being freed); freeing b or c needs a1 or c1
+			// moved, and they fit nowhere.
+			want: Consolidation{}},
+		{name: "a fixed replica is not moved to make room",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 55, 2)),
+				v100("b", live("b1", 50, 2), live("b2", 10, 2)),
+				v100("c", live("c1", 50, 2), fixed(live("c2", 10, 2))),
+			}},
+			want: Consolidation{}},
+		{name: "repacking off",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 55, 2)),
+				v100("b", live("b1", 50, 2), live("b2", 10, 2)),
+				v100("c", live("c1", 50, 2), live("c2", 10, 2)),
+			}},
+			o:    ConsolidateOptions{MaxMoves: 20, CoolDown: time.Minute},
+			want: Consolidation{}},
 		{name: "busy: a move in flight or a replica waiting",
 			in: ConsolidateInput{Busy: true, GPUs: []ConsolidateGPU{
 				v100("a", live("a1", 50, 2)),
