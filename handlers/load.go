@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,24 +36,32 @@ const maxModelsCounted = 256
 // NewLoadBook is an empty book.
 func NewLoadBook() *LoadBook { return &LoadBook{fns: map[string]*functionLoad{}} }
 
-// of is the function's entry, made on first use. The key is built in a
-// stack buffer: a map lookup with string(bytes) does not allocate.
+// of is the function's entry, made on first use.
 func (b *LoadBook) of(ns, name string) *functionLoad {
+	if l, ok := b.lookup(ns, name); ok {
+		return l
+	}
+	k := ns + "/" + name
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.fns[k]
+	if !ok {
+		l = &functionLoad{}
+		b.fns[k] = l
+	}
+	return l
+}
+
+// lookup is the function's entry if it has one, without making it. The
+// key is built in a stack buffer: a map lookup with string(bytes) does
+// not allocate, and every request comes here.
+func (b *LoadBook) lookup(ns, name string) (*functionLoad, bool) {
 	var buf [128]byte
 	k := append(append(append(buf[:0], ns...), '/'), name...)
 	b.mu.RLock()
 	l, ok := b.fns[string(k)]
 	b.mu.RUnlock()
-	if ok {
-		return l
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l, ok = b.fns[string(k)]; !ok {
-		l = &functionLoad{}
-		b.fns[string(k)] = l
-	}
-	return l
+	return l, ok
 }
 
 // Request counts one request of function ns/name arriving at now.
@@ -83,11 +92,7 @@ func (b *LoadBook) Loaded(ns, name string) { b.of(ns, name).loads.Add(1) }
 // Models is a copy of function ns/name's requests by model (nil: none
 // named one) and its model loads so far.
 func (b *LoadBook) Models(ns, name string) (map[string]uint64, uint64) {
-	var buf [128]byte
-	k := append(append(append(buf[:0], ns...), '/'), name...)
-	b.mu.RLock()
-	l, ok := b.fns[string(k)]
-	b.mu.RUnlock()
+	l, ok := b.lookup(ns, name)
 	if !ok {
 		return nil, 0
 	}
@@ -96,11 +101,7 @@ func (b *LoadBook) Models(ns, name string) (map[string]uint64, uint64) {
 	if len(l.models) == 0 {
 		return nil, l.loads.Load()
 	}
-	out := make(map[string]uint64, len(l.models))
-	for m, n := range l.models {
-		out[m] = n
-	}
-	return out, l.loads.Load()
+	return maps.Clone(l.models), l.loads.Load()
 }
 
 // SetQueued records that n requests of function ns/name wait in the
@@ -111,11 +112,7 @@ func (b *LoadBook) SetQueued(ns, name string, n int) { b.of(ns, name).queued.Sto
 // the last one arrived (zero: none) and how many wait in the proxy for a
 // replica now.
 func (b *LoadBook) Load(ns, name string) (requests uint64, last time.Time, queued int) {
-	var buf [128]byte
-	k := append(append(append(buf[:0], ns...), '/'), name...)
-	b.mu.RLock()
-	l, ok := b.fns[string(k)]
-	b.mu.RUnlock()
+	l, ok := b.lookup(ns, name)
 	if !ok {
 		return 0, time.Time{}, 0
 	}

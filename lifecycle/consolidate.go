@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -52,7 +53,7 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 	}
 	for _, u := range usage {
 		g := scheduler.ConsolidateGPU{UUID: u.Device.UUID, Product: u.Device.Product, MemoryBytes: u.Device.MemoryBytes}
-		for _, id := range sortedIDs(u.Replicas) {
+		for _, id := range slices.Sorted(maps.Keys(u.Replicas)) {
 			b := u.Replicas[id]
 			g.Replicas = append(g.Replicas, scheduler.ConsolidateReplica{ID: id, SMPercent: b.Slice.SMPercent,
 				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, warmSince, now)})
@@ -147,7 +148,7 @@ func (c *Core) yieldFreed(usage []scheduler.GPUUsage, from map[string]bool, now 
 		if inService {
 			continue
 		}
-		for _, id := range sortedIDs(u.Replicas) {
+		for _, id := range slices.Sorted(maps.Keys(u.Replicas)) {
 			c.yield(id, now, "consolidation: its GPU is freed", res)
 		}
 	}
@@ -164,19 +165,6 @@ func (c *Core) yield(id string, now time.Time, why string, res *Result) {
 	if r == nil || r.phase != Warm {
 		return
 	}
-	if fn := c.functions[r.fn]; fn != nil {
-		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
-		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
-	}
 	c.cache.CountEviction(false)
-	c.stop(r, now, why, res)
-}
-
-func sortedIDs[V any](m map[string]V) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	c.stopWarm(c.functions[r.fn], r, now, why, res)
 }

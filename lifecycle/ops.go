@@ -460,3 +460,16 @@ func (c *Core) speedFor(fn *function, cfg scheduler.SliceConfig) func(string) fl
 func fallbackPlan(spec scheduler.Function, err error) scheduler.Plan {
 	return scheduler.Plan{Request: spec.GPU, Base: scheduler.SliceConfig{SMPercent: spec.GPU.SliceOn(gpu.Device{}).SMPercent, Batch: 1}, Decision: err.Error()}
 }
+
+// stopWarm stops warm replica r (expired, yielding, replaced) and writes
+// its function's record without it; fn is nil for a replica whose
+// function is gone.
+func (c *Core) stopWarm(fn *function, r *replica, now time.Time, why string, res *Result) {
+	if fn != nil {
+		fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
+	}
+	c.stop(r, now, why, res)
+	if fn != nil {
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+	}
+}

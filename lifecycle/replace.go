@@ -172,9 +172,7 @@ func (c *Core) stopReplaced(now time.Time, res *Result) {
 			if r.replacedAt.IsZero() || !now.After(r.replacedAt) {
 				continue
 			}
-			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
-			c.stop(r, now, "replaced: stopped after leaving routing", res)
-			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+			c.stopWarm(fn, r, now, "replaced: stopped after leaving routing", res)
 		}
 	}
 }

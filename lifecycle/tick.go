@@ -201,19 +201,8 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		if !scheduler.WarmExpired(in) {
 			continue
 		}
-		if fn != nil {
-			for i, w := range fn.warm {
-				if w == r {
-					fn.warm = append(fn.warm[:i], fn.warm[i+1:]...)
-					break
-				}
-			}
-		}
 		c.cache.CountEviction(true)
-		c.stop(r, now, "warm replica expired", res)
-		if fn != nil {
-			res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
-		}
+		c.stopWarm(fn, r, now, "warm replica expired", res)
 	}
 }
 
