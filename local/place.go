@@ -122,6 +122,8 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) (_ run
 func (b *Backend) readiedLocked(r *replica, d time.Duration, now time.Time) {
 	r.readyAfter.Store(int64(max(d, 1))) // 0 means not yet
 	b.stats.Started(d)
+	_, name := splitKey(r.fn)
+	b.log.Info("replica ready", zap.String("function", name), zap.String("replica", r.id), zap.Duration("startup", d))
 	// A replacement ready retires the replicas it replaces
 	// (make-before-break): their Demote or Stop is carried out now.
 	_ = b.applyLocked(b.core.ReplicaReady(r.id, now), now)

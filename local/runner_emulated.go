@@ -34,22 +34,27 @@ const (
 )
 
 // emulatedRunner stands in for a GPU worker where nothing can run on a GPU:
-// it answers after the profiled latency and pays the model load once, so
-// that the scheduler, the cache and the autoscaler see realistic timings.
+// it answers after the profiled latency, so that the scheduler, the cache
+// and the autoscaler see realistic timings. Like the PyTorch template
+// (template/), it loads its function's model when it starts and says it is
+// ready only once the model is in memory: a replica's start-up includes the
+// load, and no request routed to a ready replica pays it.
 type emulatedRunner struct {
 	spec ReplicaSpec
 	sink LogSink
 	log  *zap.Logger
 	srv  loopbackServer
 
-	// loaded is closed when the model load has finished. The load is shared
-	// by all requests and runs on its own timer, so a first request that
-	// gives up does not abort the load for the others (a real load would go
-	// on too).
-	loaded   chan struct{}
-	loadOnce sync.Once
-	mu       sync.Mutex
-	load     *time.Timer
+	// loaded is closed when the start-up load of the function's model has
+	// finished: the replica is ready from then on. The load runs on its own
+	// timer, so a request that gives up does not abort it (a real load
+	// would go on too).
+	loaded chan struct{}
+	mu     sync.Mutex
+	load   *time.Timer
+	// stopped ends a start-up load that Stop cuts short.
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	// slots admits Emulation.Slots requests at a time to the "GPU".
 	slots chan struct{}
@@ -65,7 +70,8 @@ type emulatedRunner struct {
 }
 
 func newEmulatedRunner(spec ReplicaSpec, sink LogSink, log *zap.Logger) runner {
-	return &emulatedRunner{spec: spec, sink: sink, log: log, loaded: make(chan struct{}), slots: make(chan struct{}, max(spec.Emulation.Slots, 1))}
+	return &emulatedRunner{spec: spec, sink: sink, log: log, loaded: make(chan struct{}), stopped: make(chan struct{}),
+		slots: make(chan struct{}, max(spec.Emulation.Slots, 1))}
 }
 
 func (r *emulatedRunner) Start() error {
@@ -82,13 +88,81 @@ func (r *emulatedRunner) Start() error {
 		zap.Duration("latency", em.Latency),
 		zap.Duration("loadTime", em.LoadTime),
 		zap.String("url", r.srv.URL()))
+	r.loadAtStart()
 	return nil
 }
 
+// loadAtStart loads the function's model before the replica reports
+// ready, as the template does before /_/health answers. A load that takes
+// no time (a cache hit, or no load time configured) is done before Start
+// returns, so the replica is ready at once.
+func (r *emulatedRunner) loadAtStart() {
+	em := r.spec.Emulation
+	if em.Serve == nil {
+		if em.LoadTime <= 0 {
+			close(r.loaded)
+			return
+		}
+		r.mu.Lock()
+		r.load = time.AfterFunc(em.LoadTime, func() { close(r.loaded) })
+		r.mu.Unlock()
+		return
+	}
+	// Held for the load, so a request sent to the replica before it is
+	// ready (nothing routes one) waits for the load rather than paying
+	// another.
+	r.loading.Lock()
+	svc := em.Serve(em.Model)
+	finish := func() {
+		if svc.Load > 0 {
+			r.noteLoad(em.Model, svc.Load)
+		}
+		if svc.Resident != nil {
+			r.resident.Store(&svc.Resident)
+		}
+		close(r.loaded)
+	}
+	if svc.Load <= 0 {
+		finish()
+		r.loading.Unlock()
+		return
+	}
+	go func() {
+		defer r.loading.Unlock()
+		t := time.NewTimer(svc.Load)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			finish()
+		case <-r.stopped: // stopped while loading: never ready
+		}
+	}()
+}
+
 func (r *emulatedRunner) URL() string { return r.srv.URL() }
-func (r *emulatedRunner) Ready() bool { return r.srv.Ready() }
+
+// Ready is true once the model is loaded, while the server answers.
+func (r *emulatedRunner) Ready() bool { return r.isLoaded() && r.srv.Ready() }
+
+// Unready says why a started replica is not ready yet.
+func (r *emulatedRunner) Unready() string {
+	if r.srv.Ready() && !r.isLoaded() {
+		return "loading model " + r.spec.Emulation.Model
+	}
+	return ""
+}
+
+func (r *emulatedRunner) isLoaded() bool {
+	select {
+	case <-r.loaded:
+		return true
+	default:
+		return false
+	}
+}
 
 func (r *emulatedRunner) Stop(ctx context.Context) error {
+	r.stopOnce.Do(func() { close(r.stopped) })
 	forced := r.srv.stop(ctx)
 	r.mu.Lock()
 	if r.load != nil {
@@ -101,19 +175,11 @@ func (r *emulatedRunner) Stop(ctx context.Context) error {
 	return nil
 }
 
-// awaitModel waits for the shared model load; cold is true for requests that
-// started it or had to wait for it.
+// awaitModel waits for the start-up model load; cold is true for requests
+// that had to wait for it (sent before the replica was ready).
 func (r *emulatedRunner) awaitModel(ctx context.Context) (cold bool, err error) {
-	r.loadOnce.Do(func() {
-		cold = true
-		r.mu.Lock()
-		r.load = time.AfterFunc(r.spec.Emulation.LoadTime, func() { close(r.loaded) })
-		r.mu.Unlock()
-	})
-	select {
-	case <-r.loaded:
-		return cold, nil
-	default:
+	if r.isLoaded() {
+		return false, nil
 	}
 	select {
 	case <-r.loaded:
