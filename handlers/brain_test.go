@@ -51,16 +51,17 @@ func TestScaleUpAfterScaleDownReusesTheWarmReplica(t *testing.T) {
 	waitReady(t, srv, "rn")
 	h, _ := invoke(t, srv, "/function/rn", "")
 	first := h.Get(handlers.HeaderReplica)
-	if h.Get("X-Faas-Gpu-Cache") != "miss" {
-		t.Fatalf("first call cache = %q, want miss", h.Get("X-Faas-Gpu-Cache"))
+	// The replica loaded its model before it was ready (the one miss).
+	if h.Get("X-Faas-Gpu-Cache") != "hit" || h.Get("X-Faas-Gpu-Model-Load") != "warm" {
+		t.Fatalf("first call: cache %q load %q, want a hit: the model loads before the replica is ready", h.Get("X-Faas-Gpu-Cache"), h.Get("X-Faas-Gpu-Model-Load"))
 	}
 	mustDo(t, srv, "POST", "/system/scale-function/rn", `{"replicas":0}`, 202)
 	var rep scheduler.ClusterReport
 	if err := json.Unmarshal([]byte(mustDo(t, srv, "GET", "/system/gpus", "", 200)), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Functions[0].Idle != 1 {
-		t.Fatalf("after scale to 0: %d warm replicas, want 1", rep.Functions[0].Idle)
+	if rep.Functions[0].Idle != 1 || rep.Cache.Misses != 1 {
+		t.Fatalf("after scale to 0: %d warm replicas, %d misses, want 1 and the start-up's 1", rep.Functions[0].Idle, rep.Cache.Misses)
 	}
 	mustDo(t, srv, "POST", "/system/scale-function/rn", `{"replicas":1}`, 202)
 	waitReady(t, srv, "rn")
@@ -70,6 +71,12 @@ func TestScaleUpAfterScaleDownReusesTheWarmReplica(t *testing.T) {
 	}
 	if h.Get("X-Faas-Gpu-Cache") != "hit" || h.Get("X-Faas-Gpu-Model-Load") != "warm" {
 		t.Fatalf("after scale-up: cache %q load %q, want a hit with no load", h.Get("X-Faas-Gpu-Cache"), h.Get("X-Faas-Gpu-Model-Load"))
+	}
+	if err := json.Unmarshal([]byte(mustDo(t, srv, "GET", "/system/gpus", "", 200)), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cache.Misses != 1 {
+		t.Fatalf("after scale-up: %d misses, want still 1: the warm replica loads nothing", rep.Cache.Misses)
 	}
 }
 
