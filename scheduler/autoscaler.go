@@ -464,14 +464,16 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 
 // risingFalseAlarm is how often noise at a steady rate may pass for a
 // rise: the one-sided tail of 3 normal deviations, once in about 740
-// intervals.
+// one-second intervals. A shorter interval gets its share of it (a quarter
+// over 250 ms), so that looking more often (lifecycle.Core.Rise) does not
+// add false rises: once in 740 s whatever the interval.
 const risingFalseAlarm = 0.00135
 
 // Rising is the rate a scale-up should plan for: the last interval's own
 // rate when its count is one a Poisson count at the smoothed rate reaches
 // less often than risingFalseAlarm (a rise, which the average takes a
 // half-life to follow), else the smoothed rate. So noise at a steady rate
-// passes the test at most once in 740 intervals at any rate, and does not
+// passes the test at most once in 740 s at any rate, and does not
 // add replicas for nothing; a doubling of 10 req/s over 1 s passes it 36 %
 // of the time, of 100 req/s almost always. The Poisson tail, not 3 normal
 // deviations above the mean (as before): at a light load's counts its
@@ -486,7 +488,7 @@ func (e *RateEstimator) Rising() float64 {
 	// At least one request expected: after an idle spell the average
 	// decays towards 0, and one request is not a rise.
 	want := max(e.rate*e.dt, 1)
-	if poissonTail(want, e.inst*e.dt) < risingFalseAlarm {
+	if poissonTail(want, e.inst*e.dt) < risingFalseAlarm*min(e.dt, 1) {
 		return e.inst
 	}
 	return e.rate
@@ -514,3 +516,17 @@ func poissonTail(mu, n float64) float64 {
 
 // Rate is the last smoothed rate.
 func (e *RateEstimator) Rate() float64 { return e.rate }
+
+// RisingLow is Rising's rate less its count's noise: where the last
+// interval is a rise, the rate its count shows with a deviation taken off
+// ((sqrt(n) - 1)^2 / dt), so a short interval's upward noise, which the
+// rise test selects, is not planned for; else the smoothed rate.
+func (e *RateEstimator) RisingLow() float64 {
+	r := e.Rising()
+	if r <= e.rate || e.dt <= 0 {
+		return r
+	}
+	n := e.inst * e.dt
+	low := math.Pow(max(math.Sqrt(n)-1, 0), 2) / e.dt
+	return max(low, e.rate)
+}

@@ -107,46 +107,79 @@ func TestRateEstimatorRising(t *testing.T) {
 }
 
 // At a steady rate, noise must pass for a rise no more often than
-// risingFalseAlarm at any rate: the 3-deviation normal rule let a light
-// function's Poisson counts through about once in 270-370 intervals, and
-// eight light functions then added a replica every half a minute. The
-// probability is summed exactly over the counts a second may bring.
+// risingFalseAlarm a second at any rate and over any interval: the
+// 3-deviation normal rule let a light function's Poisson counts through
+// about once in 270-370 intervals, and eight light functions then added a
+// replica every half a minute; and a Rise pass every 250 ms
+// (lifecycle.Core.Rise) looks four times a second, so its intervals must
+// pass a quarter as often. The probability is summed exactly over the
+// counts an interval may bring.
 func TestRateEstimatorRisingFalseAlarms(t *testing.T) {
-	for _, rate := range []float64{1, 3, 10, 30, 100, 1000} {
-		t.Run(fmt.Sprintf("%g req/s", rate), func(t *testing.T) {
-			warm := func() RateEstimator {
-				e := RateEstimator{HalfLife: 10 * time.Second}
-				for i := range 301 {
-					e.Observe(uint64(float64(i)*rate), t0.Add(time.Duration(i)*time.Second))
+	for _, dt := range []time.Duration{time.Second, 250 * time.Millisecond} {
+		for _, rate := range []float64{1, 3, 10, 30, 100, 1000} {
+			t.Run(fmt.Sprintf("%g req/s over %s", rate, dt), func(t *testing.T) {
+				warm := func() RateEstimator {
+					e := RateEstimator{HalfLife: 10 * time.Second}
+					for i := range 301 {
+						e.Observe(uint64(float64(i)*rate), t0.Add(time.Duration(i)*time.Second))
+					}
+					return e
 				}
-				return e
-			}
-			base := uint64(300 * rate)
-			// P(n) by the recurrence P(n) = P(n-1) * rate / n, in logs so
-			// that 1000 req/s does not underflow exp(-rate).
-			logP, alarms, firstAlarm := -rate, 0.0, -1
-			for n := 0; n < int(rate+30*math.Sqrt(rate)+30); n++ {
-				if n > 0 {
-					logP += math.Log(rate / float64(n))
-				}
-				e := warm()
-				e.Observe(base+uint64(n), t0.Add(301*time.Second))
-				if e.Rising() > e.Rate()+1e-9 {
-					alarms += math.Exp(logP)
-					if firstAlarm < 0 {
-						firstAlarm = n
+				base := uint64(300 * rate)
+				mu := rate * dt.Seconds()
+				// P(n) by the recurrence P(n) = P(n-1) * mu / n, in logs
+				// so that 1000 req/s does not underflow exp(-mu).
+				logP, alarms, firstAlarm := -mu, 0.0, -1
+				for n := 0; n < int(mu+30*math.Sqrt(mu)+30); n++ {
+					if n > 0 {
+						logP += math.Log(mu / float64(n))
+					}
+					e := warm()
+					e.Observe(base+uint64(n), t0.Add(300*time.Second+dt))
+					if e.Rising() > e.Rate()+1e-9 {
+						alarms += math.Exp(logP)
+						if firstAlarm < 0 {
+							firstAlarm = n
+						}
 					}
 				}
+				if want := risingFalseAlarm * dt.Seconds(); alarms > want {
+					t.Errorf("noise passes for a rise with probability %.5f (from %d requests in %s), want at most %.5f",
+						alarms, firstAlarm, dt, want)
+				}
+				// And a tripling (and a few) is a rise.
+				e := warm()
+				e.Observe(base+uint64(3*mu)+7, t0.Add(300*time.Second+dt))
+				if e.Rising() <= e.Rate()+1e-9 {
+					t.Errorf("%g requests in %s after a steady %g req/s: not a rise", 3*mu+7, dt, rate)
+				}
+			})
+		}
+	}
+}
+
+// RisingLow plans a rise for its rate less a deviation of its count: at
+// a steady rate the smoothed rate, after a step within the step's rate
+// and never above what the interval counted.
+func TestRateEstimatorRisingLow(t *testing.T) {
+	tests := []struct {
+		name   string
+		last   uint64 // requests in the last 250 ms, after 2 min at 100 req/s
+		lo, hi float64
+	}{
+		{"steady 100 req/s", 25, 99, 101},
+		{"step to 300 req/s", 75, 200, 300},
+		{"step to 1000 req/s", 250, 800, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := RateEstimator{HalfLife: 10 * time.Second}
+			for i := range 121 {
+				e.Observe(uint64(i)*100, t0.Add(time.Duration(i)*time.Second))
 			}
-			if alarms > risingFalseAlarm {
-				t.Errorf("noise passes for a rise with probability %.5f (from %d requests in 1 s), want at most %.5f",
-					alarms, firstAlarm, risingFalseAlarm)
-			}
-			// And a tripling (and a few) is a rise.
-			e := warm()
-			e.Observe(base+uint64(3*rate)+5, t0.Add(301*time.Second))
-			if e.Rising() <= e.Rate()+1e-9 {
-				t.Errorf("%g requests in 1 s after a steady %g req/s: not a rise", 3*rate+5, rate)
+			e.Observe(120*100+tt.last, t0.Add(120*time.Second+250*time.Millisecond))
+			if got := e.RisingLow(); got < tt.lo || got > tt.hi || got > e.Rising()+1e-9 {
+				t.Errorf("RisingLow %.1f (Rising %.1f, smoothed %.1f), want in [%v, %v]", got, e.Rising(), e.Rate(), tt.lo, tt.hi)
 			}
 		})
 	}
