@@ -135,12 +135,15 @@ type function struct {
 	load        Load
 	lastRequest time.Time
 	rate        scheduler.RateEstimator
-	lastUp      time.Time
-	lastDown    time.Time
-	lastResize  time.Time
-	lastScale   string
-	scaledUp    uint64
-	scaledDown  uint64
+	// rise follows the request count at every Rise pass as well as every
+	// Tick: its last interval is the short one a rise shows in first.
+	rise       scheduler.RateEstimator
+	lastUp     time.Time
+	lastDown   time.Time
+	lastResize time.Time
+	lastScale  string
+	scaledUp   uint64
+	scaledDown uint64
 	// gaps are the last idle gaps seen between its requests (see
 	// observeQuiet), for the warm replicas' lifetime; seen is the request
 	// count at the last tick, quiet whether a tick since passed with none,

@@ -6,15 +6,28 @@ import (
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 )
 
-func (b *Backend) loop(every time.Duration) {
+// loop runs Tick every tick and, between ticks, Rise every rise (0 or at
+// least tick: none).
+func (b *Backend) loop(tick, rise time.Duration) {
 	defer close(b.done)
+	every := tick
+	if rise > 0 && rise < tick {
+		every = rise
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	nextTick := time.Now().Add(tick)
 	for {
 		select {
 		case <-b.stop:
 			return
 		case now := <-t.C:
+			// A little early counts as due: the ticker's times jitter.
+			if now.Add(every / 2).Before(nextTick) {
+				b.Rise(now)
+				continue
+			}
+			nextTick = nextTick.Add(tick)
 			b.Tick(now)
 		}
 	}
@@ -25,6 +38,18 @@ func (b *Backend) loop(every time.Duration) {
 // functions with an SLO and a profile (or with scale to zero) autoscale,
 // pending replicas are placed.
 func (b *Backend) Tick(now time.Time) {
+	b.pass(now, b.core.Tick)
+}
+
+// Rise runs the core's short pass between ticks at now: replicas added
+// where a function's rate rises beyond what its replicas serve.
+func (b *Backend) Rise(now time.Time) {
+	b.pass(now, b.core.Rise)
+}
+
+// pass feeds the core what the proxy counted of each function, runs one
+// of its periodic passes at now and carries out its effects.
+func (b *Backend) pass(now time.Time, run func(time.Time) lifecycle.Result) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -42,7 +67,7 @@ func (b *Backend) Tick(now time.Time) {
 		ld.Backlog = b.backlogLocked(v, queued)
 		b.core.ObserveLoad(v.Key, ld)
 	}
-	res, _ := b.timed(func() (lifecycle.Result, error) { return b.core.Tick(now), nil })
+	res, _ := b.timed(func() (lifecycle.Result, error) { return run(now), nil })
 	_ = b.applyLocked(res, now)
 }
 

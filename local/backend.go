@@ -45,6 +45,9 @@ type Config struct {
 	Autoscale scheduler.AutoscaleOptions
 	// Tick is the autoscaler's period; 0 runs no loop (tests call Tick).
 	Tick time.Duration
+	// Rise is how often the loop runs the core's Rise pass between ticks,
+	// for a rising rate (lifecycle.Core.Rise); 0, or at least Tick: never.
+	Rise time.Duration
 	// WarmTTL is how long an idle warm replica keeps its model before it
 	// is stopped.
 	WarmTTL time.Duration
@@ -193,7 +196,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	if cfg.Tick > 0 {
-		go b.loop(cfg.Tick)
+		go b.loop(cfg.Tick, cfg.Rise)
 	} else {
 		close(b.done)
 	}

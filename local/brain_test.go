@@ -417,3 +417,46 @@ func TestEndpointCarriesItsSlice(t *testing.T) {
 		t.Fatalf("endpoint batch %d, %v req/s; want the slice's %d, %v", eps[0].Batch, eps[0].Throughput, want.Batch, want.Throughput)
 	}
 }
+
+// TestBackendRiseScalesBetweenTicks: the backend's Rise pass reads what
+// the proxy counted and adds replicas for a burst before the next Tick;
+// at a steady rate it adds none.
+func TestBackendRiseScalesBetweenTicks(t *testing.T) {
+	tests := []struct {
+		name  string
+		next  int // requests in the 250 ms after 20 s at 120 req/s
+		added bool
+	}{
+		{"steady", 30, false},
+		{"a burst to 300 req/s", 75, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newProfiledBackend(t)
+			spec := modelSpec("rn", "resnet50", 100*time.Millisecond)
+			spec.Scale.Max = 20
+			if err := b.Deploy(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+			k := key(DefaultNamespace, "rn")
+			t0 := time.Now()
+			now := t0
+			for s := 1; s <= 20; s++ {
+				for range 120 {
+					request(b, DefaultNamespace, "rn")
+				}
+				now = t0.Add(time.Duration(s) * time.Second)
+				b.Tick(now)
+			}
+			before, _ := coreView(b, k)
+			for range tt.next {
+				request(b, DefaultNamespace, "rn")
+			}
+			b.Rise(now.Add(250 * time.Millisecond))
+			after, _ := coreView(b, k)
+			if got := len(after.Live) > len(before.Live); got != tt.added {
+				t.Fatalf("%d replicas -> %d after %d requests in 250 ms (%q), want added %v", len(before.Live), len(after.Live), tt.next, after.LastScale, tt.added)
+			}
+		})
+	}
+}

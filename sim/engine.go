@@ -7,6 +7,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
@@ -37,6 +38,10 @@ type Options struct {
 	WarmTTL time.Duration
 	// Tick is the provider's -autoscale-interval: 1 s.
 	Tick time.Duration
+	// Rise is the provider's -rise-interval: faas-gpu's core runs its
+	// Rise pass this often between ticks (lifecycle.Core.Rise). 0: the
+	// provider's default, 250 ms; at or above Tick: none.
+	Rise time.Duration
 	// FastTick is FaST-GShare's autoscaling period: 10 s (anchors §1.5).
 	FastTick time.Duration
 	// Autoscale tunes faas-gpu's autoscaler: the provider's defaults.
@@ -100,6 +105,9 @@ func (o Options) withDefaults(d time.Duration) Options {
 	}
 	if o.Tick <= 0 {
 		o.Tick = time.Second
+	}
+	if o.Rise <= 0 {
+		o.Rise = lifecycle.DefaultRise
 	}
 	if o.FastTick <= 0 {
 		o.FastTick = 10 * time.Second

@@ -54,6 +54,9 @@ type faasGPU struct {
 	head    []scheduler.Waiting
 	grants  []scheduler.Grant
 	seqs    []int32 // pullMulti's granted requests
+	// nextTick is when the core's next Tick is due; the periodic events
+	// before it run its Rise pass.
+	nextTick time.Duration
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
@@ -95,7 +98,13 @@ func (p *faasGPU) setup(e *Engine) {
 	// By workload index, as replicas and arrivals name them; nil until
 	// deployed.
 	p.fns = make([]*fgFn, len(e.wl.Functions))
+	// The engine's periodic event comes at the Rise interval; every
+	// Tick-th of it is the core's Tick (see tick).
 	e.tickEvery = e.opts.Tick
+	if r := e.opts.Rise; r > 0 && r < e.opts.Tick {
+		e.tickEvery = r
+	}
+	p.nextTick = e.opts.Tick
 	maxBatch := e.opts.MaxBatch
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
@@ -399,7 +408,21 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 	}
 }
 
+// tick is the engine's periodic event: the core's Tick when one is due,
+// else its Rise pass.
 func (p *faasGPU) tick(e *Engine) {
+	if e.now < p.nextTick {
+		p.pass(e, p.core.Rise)
+		return
+	}
+	p.nextTick += e.opts.Tick
+	p.pass(e, p.core.Tick)
+}
+
+// pass feeds the core what the proxy would have counted of each function,
+// then runs one of its periodic passes (Tick or Rise) and carries out its
+// effects.
+func (p *faasGPU) pass(e *Engine, run func(time.Time) lifecycle.Result) {
 	for _, f := range p.fns {
 		if f == nil {
 			continue
@@ -418,7 +441,7 @@ func (p *faasGPU) tick(e *Engine) {
 		}
 		p.core.ObserveLoad(f.key, l)
 	}
-	p.apply(e, p.core.Tick(e.clock()), false)
+	p.apply(e, run(e.clock()), false)
 }
 
 // backlog is what waits for f beyond what its replicas serve at once, as

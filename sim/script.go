@@ -86,15 +86,17 @@ func (s *Script) Count(name string, n int, t time.Time) {
 	f.lastRequest = s.e.clock()
 }
 
-// Tick runs the policy's periodic pass at t.
+// Tick runs the core's Tick at t (a scripted step is a tick, whatever the
+// Rise interval).
 func (s *Script) Tick(t time.Time) {
 	s.at(t)
-	s.p.tick(s.e)
+	s.p.pass(s.e, s.p.core.Tick)
 	s.readyAll()
 }
 
 // readyAll tells the core that every replica started is ready, as the
-// local backend's emulated workers are at once and the Kubernetes
+// local backend's emulated workers are at once with no model load time
+// (test/parity gives them none) and the Kubernetes
 // backend's pods on kwok (no event loop runs here to bring a start-up to
 // its end): a replacement then retires what it replaces within the same
 // step, on every runner.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -542,6 +543,20 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 			return fmt.Errorf("-locality-bound: %d must be at least 1", v)
 		}
 		s.Options.LocalityBound = v
+		return nil
+	})
+	f.duration("autoscale-interval", time.Second, "the provider's -autoscale-interval: how often faas-gpu's core ticks", func(s *Spec, v time.Duration) error {
+		if v <= 0 {
+			return fmt.Errorf("-autoscale-interval: %s must be positive", v)
+		}
+		s.Options.Tick = v
+		return nil
+	})
+	f.duration("rise-interval", lifecycle.DefaultRise, "the provider's -rise-interval: how often faas-gpu's core looks for a rising rate between ticks (at or above -autoscale-interval: never)", func(s *Spec, v time.Duration) error {
+		if v <= 0 {
+			return fmt.Errorf("-rise-interval: %s must be positive", v)
+		}
+		s.Options.Rise = v
 		return nil
 	})
 	f.duration("warm-ttl", 10*time.Minute, "the provider's -warm-ttl", func(s *Spec, v time.Duration) error {

@@ -190,7 +190,7 @@ type SimRunner struct{ s *sim.Script }
 
 // NewSimRunner prepares the scenario in the simulator with opts. Every
 // replica started is ready by the end of its step, as the local backend's
-// emulated workers and kwok's pods are.
+// emulated workers (with no model load time) and kwok's pods are.
 func NewSimRunner(t testing.TB, cat *sim.Catalog, opts sim.Options, t0 time.Time) *SimRunner {
 	s, err := sim.NewScript(SimWorkload(), Cluster("node-a", "node-b"), cat, opts, t0)
 	if err != nil {

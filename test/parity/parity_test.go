@@ -8,6 +8,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/local"
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/faas-gpu/faas-gpu/sim"
 	"go.uber.org/zap/zaptest"
@@ -37,13 +38,33 @@ type localRunner struct {
 
 func newLocal(t *testing.T, cat *sim.Catalog) *localRunner {
 	book := handlers.NewLoadBook()
-	b, err := local.New(local.Config{StateDir: t.TempDir(), Inventory: Cluster("node-a", "node-b"), Profiles: cat.Store,
+	b, err := local.New(local.Config{StateDir: t.TempDir(), Inventory: Cluster("node-a", "node-b"), Profiles: instantLoads(t, cat.Store),
 		Load: book, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return &localRunner{b: b, book: book}
+}
+
+// instantLoads is store with no model load time: an emulated worker
+// loads its model before it is ready, in real time, while the scenario's
+// steps are instant; with no load it is ready at once, as the simulator's
+// replicas are at the end of each step. Decisions do not read the load
+// time of a one-model function.
+func instantLoads(t *testing.T, store *profiles.Store) *profiles.Store {
+	out := profiles.NewStore()
+	for _, m := range store.Models() {
+		for _, prod := range store.Products(m) {
+			p, _, _ := store.Lookup(m, prod)
+			cp := *p
+			cp.LoadTime = 0
+			if err := out.Add(cp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
 }
 
 func (l *localRunner) Deploy(t testing.TB, f Fn, at time.Time) {

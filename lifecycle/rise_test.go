@@ -1,0 +1,83 @@
+package lifecycle
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+	"github.com/openfaas/faas-provider/types"
+)
+
+// Rise, the pass between ticks, answers a rise that its replicas do not
+// serve, and nothing else: at a steady rate or a fall it changes nothing,
+// and it never removes a replica.
+func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		// requests in the 250 ms after 30 s at 120 req/s
+		next  uint64
+		added bool
+	}{
+		{"steady 120 req/s", 30, false},
+		{"a fall to nothing", 0, false},
+		{"a burst to 300 req/s", 75, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{Profiles: store})
+			spec := scheduler.Function{
+				Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
+				GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
+				Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
+			}
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			key := Key("openfaas-fn", "rn")
+			l := Load{}
+			var now time.Time
+			for s := 1; s <= 30; s++ {
+				now = t0.Add(time.Duration(s) * time.Second)
+				l.Requests += 120
+				l.LastRequest = now
+				c.ObserveLoad(key, l)
+				c.Tick(now)
+				for id, r := range c.replicas {
+					if r.phase == Starting {
+						c.ReplicaReady(id, now)
+					}
+				}
+			}
+			before, _ := c.Function(key)
+			l.Requests += tt.next
+			c.ObserveLoad(key, l)
+			res := c.Rise(now.Add(250 * time.Millisecond))
+			after, _ := c.Function(key)
+			starts := 0
+			for _, e := range res.Effects {
+				if e.Kind == Start {
+					starts++
+				}
+				if e.Kind == Stop || e.Kind == Demote {
+					t.Errorf("Rise retired a replica: %q", kinds(res))
+				}
+			}
+			if got := len(after.Live) > len(before.Live); got != tt.added || (starts > 0) != tt.added {
+				t.Fatalf("%d replicas -> %d, %d started (%q), want added %v", len(before.Live), len(after.Live), starts, kinds(res), tt.added)
+			}
+			if !tt.added && len(res.Effects) != 0 {
+				t.Errorf("a Rise that found no rise had effects: %q", kinds(res))
+			}
+			if tt.added && (len(res.Scaled) != 1 || !strings.Contains(res.Scaled[0].Reason, "> capacity")) {
+				t.Errorf("scaled %+v, want one scale-up with its reason", res.Scaled)
+			}
+		})
+	}
+}
