@@ -87,7 +87,7 @@ faas_gpu_scheduler_decisions_total{result="placed_with_eviction"} 0
 		count  uint64
 	}{
 		{"faas_gpu_scheduler_decision_duration_seconds", nil, 5},
-		{"faas_gpu_replica_startup_seconds", nil, 3}, // a, b, c: emulated, ready when started
+		{"faas_gpu_replica_startup_seconds", nil, 3},                                     // a, b, c: emulated, ready when started
 		{"faas_gpu_model_load_duration_seconds", map[string]string{"source": "cold"}, 3}, // a, b, c: each loaded its model to start
 	} {
 		if got := histogramCount(t, reg, h.name, h.labels); got != h.count {
