@@ -55,6 +55,13 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 	// little above the proxy's own timing), to say where misses are.
 	late := make([]atomic.Int64, len(phases))
 	count := make([]atomic.Int64, len(phases))
+	// And per second of the run, by when they were sent.
+	var total time.Duration
+	for _, ph := range phases {
+		total += ph.d
+	}
+	lateAt := make([]atomic.Int64, int(total/time.Second)+1)
+	loadStart := time.Now()
 	var wg sync.WaitGroup
 	rng := rand.New(rand.NewPCG(12, 1))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,6 +81,7 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 				defer func() {
 					if time.Since(began) > slo {
 						late[i].Add(1)
+						lateAt[min(int(began.Sub(loadStart)/time.Second), len(lateAt)-1)].Add(1)
 					}
 				}()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/function/"+fn, nil)
@@ -95,6 +103,7 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 	for i, ph := range phases {
 		t.Logf("%s: %d requests, %d over the SLO as the client timed them", ph.name, count[i].Load(), late[i].Load())
 	}
+	logTimeline(t, p, fn, loadStart, phases, lateAt)
 
 	r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/metrics", nil, nil, nil)
 	if r.Code != http.StatusOK {
@@ -109,19 +118,64 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 	}
 	ratio := violations / timed
 	t.Logf("live provider, step and burst: %d requests, %.0f over the %s SLO (%.2f %%), %d failed", sent.Load(), violations, slo, 100*ratio, failed.Load())
-	// Issue 12's live target is at most 1 %; it is not held yet, so the
-	// figure is reported, not asserted (measured 3.0 % twice on a
-	// 2-core machine). Most misses are the first 2-3 s after the deploy:
-	// an emulated worker reports ready before it has loaded its model and
-	// its first request pays the load (about 1.3 s for resnet50), while the
-	// template loads before /_/health says ready; a larger first slice
-	// does not remove them. With the load before ready (tried, not
-	// committed) the first 10 s miss none but the burst misses more, about
-	// 3 % in all (docs/evaluation.md, "Issue 12 as a whole").
+	// Issue 12's live target: at most 1 %. Measured on a 2-core machine
+	// (client, provider and workers in one box): 2.90-3.01 % with the
+	// autoscaler's 1-s tick alone — the step's and the burst's first
+	// second waited for the next tick (0.7 s after the burst began in
+	// those runs) and then for the new replica's model load (0.49 s from
+	// the node tier), and the tick planned for that second's average
+	// rate; with the Rise pass every 250 ms (lifecycle.Core.Rise) the
+	// scale-up comes 0.2-0.3 s after the burst begins, and five runs
+	// measured 0.17-0.31 % (3.16 % with -rise-interval 1s, the pass off;
+	// docs/evaluation.md, "The live provider: load before ready, a rise
+	// between ticks"). The load's phases are unchanged: the client and
+	// the proxy count the same misses, so they are the provider's
+	// reaction, not the machine's limit.
 	if ratio > 0.01 {
-		t.Logf("SLO violations %.2f %%, above issue 12's live target of 1 %% (reported, not asserted: see above)", 100*ratio)
+		t.Errorf("SLO violations %.2f %%, want at most issue 12's 1 %%", 100*ratio)
 	}
 	if failed.Load() > 0 {
 		t.Errorf("%d requests failed, want none", failed.Load())
+	}
+}
+
+// logTimeline logs, in seconds from the load's start, the seconds with
+// late requests and what the provider did for fn meanwhile (its own log:
+// scale-ups, placements, replicas ready), to tell where misses come from.
+func logTimeline(t *testing.T, p *provider, fn string, start time.Time, phases []loadPhase, lateAt []atomic.Int64) {
+	t.Helper()
+	phaseAt := func(s float64) string {
+		var end time.Duration
+		for _, ph := range phases {
+			end += ph.d
+			if s < end.Seconds() {
+				return ph.name
+			}
+		}
+		return "after"
+	}
+	for s := range lateAt {
+		if n := lateAt[s].Load(); n > 0 {
+			t.Logf("  t=%2ds (%s): %d sent then over the SLO", s, phaseAt(float64(s)), n)
+		}
+	}
+	for _, msg := range []string{"autoscaled", "replica placed", "replica ready"} {
+		for _, m := range p.logEntries(msg) {
+			ts, _ := m["ts"].(float64)
+			if m["function"] != fn || ts == 0 {
+				continue
+			}
+			at := time.Unix(0, int64(ts*1e9)).Sub(start).Seconds()
+			detail := ""
+			switch msg {
+			case "autoscaled":
+				detail = fmt.Sprintf("%v replicas: %v", m["replicas"], m["reason"])
+			case "replica placed":
+				detail = fmt.Sprintf("%v: %v%% SM, batch %v", m["replica"], m["smPercent"], m["batch"])
+			case "replica ready":
+				detail = fmt.Sprintf("%v after %v", m["replica"], m["startup"])
+			}
+			t.Logf("  t=%5.2fs (%s) %s %s", at, phaseAt(at), msg, detail)
+		}
 	}
 }
