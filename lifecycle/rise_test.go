@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +22,17 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		// requests in the 250 ms after 30 s at 120 req/s
+		// requests in the interval (250 ms unless given) after 30 s at
+		// 120 req/s
 		next  uint64
+		after time.Duration
 		added bool
 	}{
-		{"steady 120 req/s", 30, false},
-		{"a fall to nothing", 0, false},
-		{"a burst to 300 req/s", 75, true},
+		{"steady 120 req/s", 30, 0, false},
+		{"a fall to nothing", 0, 0, false},
+		// A tick would scale down here: the pass must not.
+		{"a minute with no request", 0, time.Minute, false},
+		{"a burst to 300 req/s", 75, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +63,8 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 			before, _ := c.Function(key)
 			l.Requests += tt.next
 			c.ObserveLoad(key, l)
-			res := c.Rise(now.Add(250 * time.Millisecond))
+			dt := cmp.Or(tt.after, 250*time.Millisecond)
+			res := c.Rise(now.Add(dt))
 			after, _ := c.Function(key)
 			starts := 0
 			for _, e := range res.Effects {
