@@ -88,6 +88,9 @@ func (c *Core) Tick(now time.Time) Result {
 				in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 			}
 		}
+		for _, r := range fn.warm {
+			in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+		}
 		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
 			over[fn.key] = true
 		}
@@ -102,13 +105,19 @@ func (c *Core) Tick(now time.Time) Result {
 			}
 			fn.lastDown = now
 		}
+		for _, id := range d.Promote {
+			if r := c.replicas[id]; r != nil && !c.promoteReplica(fn, r, now) {
+				c.addPending(fn, r.config, now) // its SM share went meanwhile: a new one
+			}
+			fn.lastUp = now
+		}
 		for _, cfg := range d.Add {
 			if !c.promote(fn, cfg, true, now) {
 				c.addPending(fn, cfg, now)
 			}
 			fn.lastUp = now
 		}
-		if len(d.Add) > 0 {
+		if len(d.Promote)+len(d.Add) > 0 {
 			fn.scaledUp++
 		}
 		if len(d.Remove) > 0 {
@@ -116,7 +125,7 @@ func (c *Core) Tick(now time.Time) Result {
 		}
 		fn.desired = c.serving(fn)
 		fn.lastScale = d.Reason
-		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+		res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	}
 	c.yieldToEfficient(over, now, &res)
