@@ -166,23 +166,35 @@ func (c *Core) promote(fn *function, cfg scheduler.SliceConfig, exact bool, now 
 		if exact && r.config.SMPercent != cfg.SMPercent {
 			continue
 		}
-		if r.demoting {
-			// Its share was never released: nothing to book again.
-			r.demoting = false
-			c.onUndo(func() { r.demoting = true })
-		} else {
-			if err := c.alloc.Promote(r.id); err != nil {
-				continue // its SM share went to someone else meanwhile
-			}
-			c.onUndo(func() { _ = c.alloc.Demote(r.id, now) })
+		if c.promoteReplica(fn, r, now) {
+			return true
 		}
-		fn.warm = slices.Delete(fn.warm, i, i+1)
-		fn.live = append(fn.live, r)
-		r.phase, r.replacedAt = Ready, time.Time{}
-		c.promoted = append(c.promoted, Effect{Kind: Promote, Function: fn.key, Replica: r.view(), Why: "scaled up: warm replica back in service, no model load"})
-		return true
 	}
 	return false
+}
+
+// promoteReplica brings warm replica r of fn back into service; false
+// when its SM share went to someone else meanwhile.
+func (c *Core) promoteReplica(fn *function, r *replica, now time.Time) bool {
+	i := slices.Index(fn.warm, r)
+	if i < 0 {
+		return false
+	}
+	if r.demoting {
+		// Its share was never released: nothing to book again.
+		r.demoting = false
+		c.onUndo(func() { r.demoting = true })
+	} else {
+		if err := c.alloc.Promote(r.id); err != nil {
+			return false
+		}
+		c.onUndo(func() { _ = c.alloc.Demote(r.id, now) })
+	}
+	fn.warm = slices.Delete(fn.warm, i, i+1)
+	fn.live = append(fn.live, r)
+	r.phase, r.replacedAt = Ready, time.Time{}
+	c.promoted = append(c.promoted, Effect{Kind: Promote, Function: fn.key, Replica: r.view(), Why: "scaled up: warm replica back in service, no model load"})
+	return true
 }
 
 // retire takes r out of service: a pending one is forgotten, a booked one
@@ -316,7 +328,8 @@ const (
 // model on.
 func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
 	model := fn.plan.Request.Model
-	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target})
+	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target,
+		Occupied: r.replacing() && r.target == ""})
 	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 	if err != nil && r.target != "" {
 		// A move whose target filled meanwhile: the replica it

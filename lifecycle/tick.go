@@ -109,7 +109,7 @@ func (c *Core) Rise(now time.Time) Result {
 			continue
 		}
 		d := scheduler.Autoscale(c.autoscaleInput(fn, now, fn.rate.Rate(), rising), c.opts.Autoscale)
-		if len(d.Add) == 0 {
+		if len(d.Promote)+len(d.Add) == 0 {
 			continue
 		}
 		d.Remove = nil // a rise never removes
@@ -147,6 +147,9 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 		}
 	}
+	for _, r := range fn.warm {
+		in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+	}
 	return in
 }
 
@@ -159,13 +162,19 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		}
 		fn.lastDown = now
 	}
+	for _, id := range d.Promote {
+		if r := c.replicas[id]; r != nil && !c.promoteReplica(fn, r, now) {
+			c.addPending(fn, r.config, now) // its SM share went meanwhile: a new one
+		}
+		fn.lastUp = now
+	}
 	for _, cfg := range d.Add {
 		if !c.promote(fn, cfg, true, now) {
 			c.addPending(fn, cfg, now)
 		}
 		fn.lastUp = now
 	}
-	if len(d.Add) > 0 {
+	if len(d.Promote)+len(d.Add) > 0 {
 		fn.scaledUp++
 	}
 	if len(d.Remove) > 0 {
@@ -173,7 +182,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	fn.desired = c.serving(fn)
 	fn.lastScale = d.Reason
-	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }
 

@@ -141,6 +141,11 @@ type Hints struct {
 	// consolidation move's target. Warm replicas there are evicted as
 	// anywhere.
 	GPU string
+	// Occupied limits the replica to GPUs that already hold a booking: a
+	// replacement made to save cost (a resize or a merge) that opened an
+	// idle GPU would spend what it saves, and hold the GPU until
+	// consolidation frees it again; it waits for room instead.
+	Occupied bool
 }
 
 // Place books replica id on the best GPU for req. The score, in order:
@@ -233,7 +238,7 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 	var bestScore score
 	lackSM, lackMem := 0, 0
 	for _, g := range a.gpus {
-		if h.GPU != "" && g.dev.UUID != h.GPU {
+		if h.GPU != "" && g.dev.UUID != h.GPU || h.Occupied && len(g.replicas) == 0 {
 			continue
 		}
 		s := req.SliceOn(g.dev)

@@ -419,3 +419,26 @@ func TestPlaceOnTargetGPU(t *testing.T) {
 		})
 	}
 }
+
+// A cost-saving replacement (Hints.Occupied) goes only where something is
+// booked: opening an idle GPU would spend what it saves. Before, a resize
+// started while the busy GPU was briefly full went to an idle one and held
+// it until consolidation freed it again (sim TestConsolidationFreesAGPU:
+// a vgg16 replica alone on a second GPU for a minute).
+func TestOccupiedNeverOpensAnIdleGPU(t *testing.T) {
+	a := NewAllocator(inventory([]int64{16, 16}), nil)
+	if _, err := reserve(a, "a", gpu.Request{SMPercent: 60, MemoryBytes: 4 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	busy := a.Placements()["a"].GPUs[0]
+	p, _, err := a.Place("r1", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, Hints{Occupied: true})
+	if err != nil || p.GPUs[0] != busy {
+		t.Fatalf("a replacement that fits beside a: placed %v, %v; want on %s", p.GPUs, err, busy)
+	}
+	if _, _, err := a.Place("r2", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, Hints{Occupied: true}); err == nil {
+		t.Fatalf("a replacement that fits only on the idle GPU was placed: %v", a.Placements()["r2"])
+	}
+	if p, _, err := a.Place("n1", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, Hints{}); err != nil || p.GPUs[0] == busy {
+		t.Fatalf("a new replica must still open the idle GPU: %v, %v", p.GPUs, err)
+	}
+}

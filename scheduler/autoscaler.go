@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -64,6 +66,16 @@ type AutoscaleInput struct {
 	// memory is as used as one full of their SM, so efficiency is capacity
 	// per that cost. 0: SM % alone.
 	MemoryPercent float64
+	// Warm are the function's warm replicas (scaled down, model kept),
+	// most recently idled last: a scale-up for a rise (Rising above Rate)
+	// brings them back before it adds new ones, whatever their slice,
+	// since they serve at once while a new replica serves only after its
+	// start and its model load — the seconds a burst's first requests
+	// miss in. Resizing later trades them for right-sized ones. A
+	// scale-up for a slow climb or a backlog alone has time to start
+	// right-sized replicas and brings back only a warm one of the slice
+	// it chose (the backend's exact match).
+	Warm []ReplicaCapacity
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -98,15 +110,17 @@ const DefaultDrainTime = 5 * time.Second
 // DefaultDrainTime.
 var DefaultAutoscaleOptions = AutoscaleOptions{Headroom: 1.2, CoolDown: 30 * time.Second, DrainTime: DefaultDrainTime}
 
-// Decision is what to change: replicas to add (by slice) and to remove.
+// Decision is what to change: warm replicas to bring back, replicas to
+// add (by slice) and to remove.
 type Decision struct {
-	Add    []SliceConfig
-	Remove []string
-	Reason string
+	Promote []string
+	Add     []SliceConfig
+	Remove  []string
+	Reason  string
 }
 
 // Empty reports a decision that changes nothing.
-func (d Decision) Empty() bool { return len(d.Add) == 0 && len(d.Remove) == 0 }
+func (d Decision) Empty() bool { return len(d.Promote) == 0 && len(d.Add) == 0 && len(d.Remove) == 0 }
 
 // Autoscale decides, for one function, replicas to add or remove so its
 // profiled capacity covers the demand, rate x headroom + backlog /
@@ -161,13 +175,27 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 	case !sz.serves(live, demand) || n < floor:
 		d := Decision{}
 		room := in.Policy.Max - n
+		var warm []ReplicaCapacity
+		if in.Rising > in.Rate {
+			warm = byEfficiency(in.Warm, capOf, cost)
+		}
+		for _, w := range warm {
+			if room <= 0 || n+len(d.Promote) >= floor && sz.serves(live, demand) {
+				break
+			}
+			if capOf(w.Config) > 0 {
+				live = append(live, w.Config)
+				d.Promote = append(d.Promote, w.ID)
+				room--
+			}
+		}
 		d.Add = fill(menu, live, demand, room, best, sz)
 		room -= len(d.Add)
-		for n+len(d.Add) < floor && room > 0 {
+		for n+len(d.Promote)+len(d.Add) < floor && room > 0 {
 			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
 			room--
 		}
-		if len(d.Add) > 0 {
+		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
 			if in.SLO > 0 {
 				d.Reason = fmt.Sprintf("rate %.1f req/s", rate)
@@ -175,7 +203,10 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if backlog > 0 {
 				d.Reason += fmt.Sprintf(" + backlog %.0f / %s", backlog, opts.DrainTime)
 			}
-			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live))
+			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live[:n]))
+			if len(d.Promote) > 0 {
+				d.Reason += fmt.Sprintf(": %d warm back", len(d.Promote))
+			}
 		}
 		return d
 	case n > floor && in.Now.Sub(in.LastScaleUp) >= opts.CoolDown && in.Now.Sub(in.LastScaleDown) >= opts.CoolDown:
@@ -223,6 +254,22 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		return d
 	}
 	return Decision{}
+}
+
+// byEfficiency is rs, the most capacity per cost first; among equals the
+// larger first (fewer to bring back), then the last given first (warm
+// replicas come most recently idled last: the freshest model cache).
+func byEfficiency(rs []ReplicaCapacity, capOf, cost func(SliceConfig) float64) []ReplicaCapacity {
+	out := slices.Clone(rs)
+	slices.Reverse(out)
+	slices.SortStableFunc(out, func(a, b ReplicaCapacity) int {
+		ea, eb := capOf(a.Config)/cost(a.Config), capOf(b.Config)/cost(b.Config)
+		if ea != eb {
+			return cmp.Compare(eb, ea)
+		}
+		return cmp.Compare(capOf(b.Config), capOf(a.Config))
+	})
+	return out
 }
 
 func contains(s []string, v string) bool {
@@ -428,14 +475,24 @@ func smallestCovering(cs []SliceConfig, gap float64, best SliceConfig, capOf, co
 }
 
 // RateEstimator smooths a request counter into a rate with an
-// exponentially weighted moving average.
+// exponentially weighted moving average, corrected for its start: the
+// average over a new estimator's first half-lives weighs the intervals it
+// has seen by all the weight there is, not by a share of it and the rest
+// by a rate of 0 it never saw (the bias correction of an average started
+// at 0). A new function's rate is then what it has been asked so far, not
+// a fraction of it that climbs for half a minute (which the rise test
+// read as a rise at every ordinary count, adding replicas for nothing).
 type RateEstimator struct {
 	// HalfLife is how long until an old rate counts half.
 	HalfLife time.Duration
 	last     time.Time
 	count    uint64
 	rate     float64
-	started  bool
+	// raw is the average started at 0 and weight the share of the
+	// average's weight its intervals hold (1 - 2^(-elapsed/half-life));
+	// rate is raw / weight.
+	raw, weight float64
+	started     bool
 	// inst and dt are the last interval's own rate and length.
 	inst, dt float64
 }
@@ -456,7 +513,9 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 		hl = 10
 	}
 	alpha := 1 - math.Exp2(-dt/hl)
-	e.rate += alpha * (inst - e.rate)
+	e.raw += alpha * (inst - e.raw)
+	e.weight += alpha * (1 - e.weight)
+	e.rate = e.raw / e.weight
 	e.last, e.count = now, count
 	e.inst, e.dt = inst, dt
 	return e.rate

@@ -254,3 +254,90 @@ func TestQueueCapacityTimesTheSlowestBatch(t *testing.T) {
 		})
 	}
 }
+
+// A new function's rate is what it has been asked so far, not an average
+// that starts at 0 and takes half-lives to climb: from 0 the smoothed
+// rate of a steady 10 req/s was 2 after 3 s, so every ordinary count
+// passed for a rise (Rising then plans for the raw count, 13-17 where 10
+// is asked) and light functions were given a second replica each in their
+// first seconds (the consolidation run used 2 GPUs for its first 2.5 min).
+func TestRateEstimatorNewFunction(t *testing.T) {
+	counts := []uint64{10, 13, 8, 11, 14, 9, 12, 10, 7, 13} // about 10 req/s, Poisson-like
+	e := RateEstimator{HalfLife: 10 * time.Second}
+	e.Observe(0, t0)
+	total := uint64(0)
+	for i, n := range counts {
+		total += n
+		r := e.Observe(total, t0.Add(time.Duration(i+1)*time.Second))
+		if i >= 2 && math.Abs(r-10) > 2 {
+			t.Errorf("after %d s of about 10 req/s the rate is %.2f, want 10 +- 2", i+1, r)
+		}
+		if i >= 1 && e.Rising() > e.Rate()+1e-9 {
+			t.Errorf("after %d s: %d requests in a second at about 10 req/s passed for a rise (rate %.2f)", i+1, n, e.Rate())
+		}
+	}
+	// Its first second is all it knows: the rate is that second's.
+	first := RateEstimator{HalfLife: 10 * time.Second}
+	first.Observe(0, t0)
+	if r := first.Observe(10, t0.Add(time.Second)); math.Abs(r-10) > 1e-9 {
+		t.Errorf("after its first second of 10 requests the rate is %.2f, want 10", r)
+	}
+}
+
+// A scale-up for a rise brings warm replicas back before it adds new
+// ones, whatever their slice: they serve at once, a new one after its
+// start and load. Before, only a warm replica of the very slice the plan
+// chose came back, so a burst after a scale-down to smaller slices waited
+// for cold starts beside idle warm replicas (h10-bursts20s: 197 of a
+// burst's first 5 s requests missed, 153 with warm replicas back). A
+// scale-up for a slow climb or a backlog alone does not: it has the time
+// to start right-sized replicas, and small warm slices brought back there
+// cost the cost run's alexnet 1.27 % violations instead of 0.30 %.
+func TestAutoscaleBringsWarmBackForARise(t *testing.T) {
+	small := SliceConfig{SMPercent: 10, Batch: 4, Throughput: 200}
+	large := SliceConfig{SMPercent: 40, Batch: 4, Throughput: 800}
+	slo := 70 * time.Millisecond
+	policy := ScalePolicy{Min: 1, Max: 20}
+	warm := func(ids ...string) []ReplicaCapacity {
+		var out []ReplicaCapacity
+		for _, id := range ids {
+			out = append(out, ReplicaCapacity{ID: id, Config: small})
+		}
+		return out
+	}
+	capSmall := QueueCapacity(small, slo, DefaultSLOQuantile)
+	tests := []struct {
+		name         string
+		rate, rising float64
+		warm         []ReplicaCapacity
+		wantPromote  int
+		wantAdd      bool
+	}{
+		{"covered: nothing comes back", 0.5 * capSmall, 0.5 * capSmall, warm("w1", "w2"), 0, false},
+		{"a small rise: one warm back, nothing new", 0.5 * capSmall, 1.5 * capSmall, warm("w1", "w2"), 1, false},
+		{"a burst: every warm back, and new ones for the rest", 0.5 * capSmall, 8 * capSmall, warm("w1", "w2"), 2, true},
+		{"a burst, no warm: new ones", 0.5 * capSmall, 8 * capSmall, nil, 0, true},
+		{"a slow climb: new ones, warm left", 8 * capSmall, 0, warm("w1", "w2"), 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := AutoscaleInput{Now: t0.Add(time.Hour), Rate: tt.rate, Rising: tt.rising, Policy: policy, Replicas: replicas(small),
+				Warm: tt.warm, Configs: []SliceConfig{small, large}, SLO: slo}
+			d := Autoscale(in, DefaultAutoscaleOptions)
+			if len(d.Promote) != tt.wantPromote {
+				t.Errorf("brought back %v (%s), want %d", d.Promote, d.Reason, tt.wantPromote)
+			}
+			if got := len(d.Add) > 0; got != tt.wantAdd {
+				t.Errorf("added %v (%s), want additions %v", d.Add, d.Reason, tt.wantAdd)
+			}
+			live := []SliceConfig{small}
+			for range d.Promote {
+				live = append(live, small)
+			}
+			live = append(live, d.Add...)
+			if demand := max(tt.rate, tt.rising); !poolServes(live, demand, slo, DefaultSLOQuantile) {
+				t.Errorf("after the decision the pool %v does not serve %.0f req/s", live, demand)
+			}
+		})
+	}
+}
