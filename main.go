@@ -177,7 +177,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.Int64Var(&o.localityBound, "locality-bound", 2, "requests in flight at which a replica holding the model stops being preferred")
 	fs.IntVar(&o.queueMax, "queue-max", 1000, "requests of one function that may wait in the proxy for a replica that can start them; one more is answered 429 with Retry-After (0: no bound)")
 	fs.DurationVar(&o.tick, "autoscale-interval", time.Second, "how often the autoscaler runs")
-	fs.DurationVar(&o.rise, "rise-interval", lifecycle.DefaultRise, "local mode: how often, between the autoscaler's runs, a rising rate is looked for and answered with replicas (at or above -autoscale-interval: never)")
+	fs.DurationVar(&o.rise, "rise-interval", lifecycle.DefaultRise, "how often, between the autoscaler's runs, a rising rate is looked for and answered with replicas (at or above -autoscale-interval: never)")
 	fs.Float64Var(&o.headroom, "autoscale-headroom", scheduler.DefaultAutoscaleOptions.Headroom, "capacity the autoscaler keeps above the observed rate (1.2 = 20 % spare)")
 	fs.BoolVar(&o.queueing, "autoscale-queueing", true, "plan functions with an SLO against each replica's queueing capacity at the SLO's p99 and resize replicas to their load; false: the rate plus headroom over full-batch throughput, no resizing (docs/scheduling.md)")
 	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
@@ -651,6 +651,7 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 			Profiles:      store,
 			Autoscale:     scheduler.AutoscaleOptions{Headroom: o.headroom, CoolDown: o.coolDown, NoQueueing: !o.queueing},
 			Tick:          o.tick,
+			Rise:          o.rise,
 			WarmTTL:       o.warmTTL,
 			NoConsolidate: !o.consolidate,
 			MPSPipeDir:    o.mpsPipeDir,

@@ -20,9 +20,12 @@ type Config struct {
 	Load LoadSource
 	// Profiles give slices; nil: none.
 	Profiles *profiles.Store
-	// Autoscale tunes the SLO autoscaler; Tick is its period.
+	// Autoscale tunes the SLO autoscaler; Tick is its period. Rise is
+	// how often, between ticks, a rising rate is answered
+	// (lifecycle.Core.Rise); 0 or at least Tick: never.
 	Autoscale scheduler.AutoscaleOptions
 	Tick      time.Duration
+	Rise      time.Duration
 	// WarmTTL is how long a scaled-down replica's pod keeps its model, out
 	// of routing, before it is removed; 0: lifecycle.DefaultWarmTTL.
 	WarmTTL time.Duration

@@ -27,6 +27,14 @@ func (b *Backend) loop(ctx context.Context) {
 	defer resync.Stop()
 	scale := time.NewTicker(b.cfg.Tick)
 	defer scale.Stop()
+	// A rising rate is answered between ticks (lifecycle.Core.Rise); a
+	// nil channel never fires when that is off.
+	var rise <-chan time.Time
+	if b.cfg.Rise > 0 && b.cfg.Rise < b.cfg.Tick {
+		t := time.NewTicker(b.cfg.Rise)
+		defer t.Stop()
+		rise = t.C
+	}
 	b.reconcile(true)
 	for {
 		select {
@@ -39,8 +47,12 @@ func (b *Backend) loop(ctx context.Context) {
 		case <-resync.C:
 			b.reconcile(true)
 		case now := <-scale.C:
-			b.autoscale(now)
+			b.autoscale(now, false)
 			b.reconcile(false)
+		case now := <-rise:
+			if b.autoscale(now, true) {
+				b.reconcile(false)
+			}
 		}
 	}
 }
@@ -133,16 +145,19 @@ func (b *Backend) inventory(now time.Time) gpu.Inventory {
 }
 
 // autoscale runs one pass of the lifecycle core at now, as local mode's
-// Tick does, fed with what the proxy counted of each function.
-func (b *Backend) autoscale(now time.Time) {
+// Tick (or, with rise, its Rise between ticks) does, fed with what the
+// proxy counted of each function. It reports whether a function changed.
+func (b *Backend) autoscale(now time.Time, rise bool) bool {
 	b.txMu.Lock()
 	defer b.txMu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.st == nil {
-		return
+		return false
 	}
-	b.enqueueLocked(sortedKeys(b.st.tick(now, b.observe))...)
+	changed := b.st.tick(now, b.observe, rise)
+	b.enqueueLocked(sortedKeys(changed)...)
+	return len(changed) > 0
 }
 
 // observe is what the proxy counted of function k, for the core.

@@ -102,7 +102,7 @@ func (r *stateRunner) Tick(at time.Time) {
 			return *l
 		}
 		return lifecycle.Load{}
-	})
+	}, false)
 	r.settle(at)
 }
 

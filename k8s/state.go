@@ -543,14 +543,19 @@ func (s *state) setInventory(inv gpu.Inventory, strays []strayPod, now time.Time
 }
 
 // tick feeds each function's load to the core and runs one pass of it
-// (lifecycle.Core.Tick): autoscaling, placement of what waits. It returns
-// the functions to write.
-func (s *state) tick(now time.Time, load func(k string) lifecycle.Load) map[string]bool {
+// (lifecycle.Core.Tick: autoscaling, placement of what waits; with rise,
+// lifecycle.Core.Rise: replicas for a rise only). It returns the
+// functions to write.
+func (s *state) tick(now time.Time, load func(k string) lifecycle.Load, rise bool) map[string]bool {
 	for _, v := range s.core.Functions() {
 		s.core.ObserveLoad(v.Key, load(v.Key))
 	}
+	pass := s.core.Tick
+	if rise {
+		pass = s.core.Rise
+	}
 	began := time.Now()
-	res := s.core.Tick(now)
+	res := pass(now)
 	return s.apply(res, time.Since(began), now)
 }
 

@@ -122,8 +122,8 @@ func TestAutoscalerActionsCounted(t *testing.T) {
 	st := testState(cluster2x2())
 	mustDeploy(t, st, spec("z", 50, map[string]string{"com.openfaas.scale.zero": "true", "com.openfaas.scale.zero-duration": "30s"}), now)
 	idle := func(string) lifecycle.Load { return lifecycle.Load{LastRequest: now} }
-	st.tick(now.Add(time.Minute), idle)
-	st.tick(now.Add(2*time.Minute), idle) // at zero already: nothing to do
+	st.tick(now.Add(time.Minute), idle, false)
+	st.tick(now.Add(2*time.Minute), idle, false) // at zero already: nothing to do
 	b := fakeBackend(t)
 	rep := b.report(st)
 	want := []scheduler.ScaleActions{{Function: "z", Namespace: "ns", Down: 1}}

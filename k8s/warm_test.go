@@ -252,7 +252,7 @@ func TestExpiredWarmReplicaDrainsItsOwnPod(t *testing.T) {
 		s.warmPod[id] = "f-pod-2"
 	}
 	s.confirmDemotes(now) // its idle time starts once it is out of routing
-	s.tick(now.Add(lifecycle.DefaultWarmTTL+time.Minute), func(string) lifecycle.Load { return lifecycle.Load{} })
+	s.tick(now.Add(lifecycle.DefaultWarmTTL+time.Minute), func(string) lifecycle.Load { return lifecycle.Load{} }, false)
 	if len(s.warmPod) != 0 {
 		t.Fatalf("warm %v after the TTL", s.warmPod)
 	}
