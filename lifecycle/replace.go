@@ -132,6 +132,9 @@ func (c *Core) completeReplace(fn *function, r *replica, now time.Time, res *Res
 			old.replacedAt = now
 		}
 	}
+	// A merge leaves fewer replicas than it found: the count reported
+	// and kept (a restart, Scale's starting point) follows.
+	fn.desired = c.serving(fn)
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }
 

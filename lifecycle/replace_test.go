@@ -162,6 +162,12 @@ func TestMergeRetiresEveryReplaced(t *testing.T) {
 	if got := liveIDs(c, "openfaas-fn/a"); !slices.Equal(got, []string{m.id}) {
 		t.Errorf("in service %v, want %v", got, []string{m.id})
 	}
+	// The count the API reports follows: two became one. It stayed 2, and
+	// on Kubernetes TestResizeMakeBeforeBreakOnKubernetes waited for a
+	// status of 1 replica that never came.
+	if v, _ := c.Function("openfaas-fn/a"); v.Desired != 1 {
+		t.Errorf("desired %d after a merge of two into one, want 1", v.Desired)
+	}
 }
 
 // TestReplacementAndReplacedLostTogether: a node lost with a replica and
