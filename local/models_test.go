@@ -13,6 +13,8 @@ import (
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/gorilla/mux"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // getModels asks a replica GET /_/models; nil for any status but 200.
@@ -212,5 +214,33 @@ func TestReplicaModelLoadTimeShowsInTheReport(t *testing.T) {
 	})
 	if want := map[string]float64{"loader": load.Seconds()}; !reflect.DeepEqual(got, want) {
 		t.Errorf("modelLoadSeconds = %v, want %v", got, want)
+	}
+}
+
+// An emulated worker with a profile logs the load it takes, not the
+// -emulated-load-time fallback it is also given: its "replica is emulated"
+// line said 0.2 s where the replica slept the profile's 1.22 s.
+func TestEmulatedWorkerLogsTheLoadItTakes(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	load := 30 * time.Millisecond
+	spec := ReplicaSpec{ID: "r1", Function: "fn", Emulation: Emulation{Model: "own", LoadTime: 200 * time.Millisecond,
+		Serve: func(string) Service { return Service{Outcome: "miss", Load: load, Resident: []string{"own"}} }}}
+	run := newEmulatedRunner(spec, func(string, string) {}, zap.New(core))
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Stop(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for !run.Ready() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, e := range logs.FilterMessage("replica is emulated").All() {
+		if v, ok := e.ContextMap()["loadTime"]; ok && v != "profiled" {
+			t.Errorf("replica is emulated: loadTime %v, want profiled (the fallback is not what it takes)", v)
+		}
+	}
+	loaded := logs.FilterMessage("model loaded").All()
+	if len(loaded) != 1 || loaded[0].ContextMap()["loadTime"] != load {
+		t.Fatalf("model loaded logs %v, want one with loadTime %s", loaded, load)
 	}
 }
