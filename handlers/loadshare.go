@@ -90,6 +90,22 @@ func (s *LoadShare) Load(ns, name string) (requests uint64, last time.Time, queu
 	return requests, last, queued
 }
 
+// Reporting tells whether some standby reported within the ttl: then part
+// of every function's count arrives in lumps, once a report interval, and
+// a pass that reads counts over a shorter interval (the core's Rise)
+// would take each lump for a rise.
+func (s *LoadShare) Reporting() bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, src := range s.queued {
+		if now.Sub(src.at) <= s.ttl {
+			return true
+		}
+	}
+	return false
+}
+
 // Add counts a standby's report; its queued requests replace the ones it
 // reported before.
 func (s *LoadShare) Add(rep LoadReport) {

@@ -156,3 +156,24 @@ func TestLoadReporterSendsWhatTheLeaderHasNotCounted(t *testing.T) {
 		}
 	}
 }
+
+// Reporting is true while a standby's report is fresh, so the leader can
+// leave out its short rise pass, which would read each report's lump of
+// requests as a rise.
+func TestLoadShareReporting(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
+	share := NewLoadShare(NewLoadBook(), 3*time.Second)
+	share.now = func() time.Time { return now }
+	if share.Reporting() {
+		t.Fatal("reporting before any report")
+	}
+	share.Add(LoadReport{From: "standby-1", Functions: []FunctionLoadReport{{Namespace: "openfaas-fn", Name: "f", Requests: 40}}})
+	if !share.Reporting() {
+		t.Fatal("not reporting right after a report")
+	}
+	now = t0.Add(4 * time.Second)
+	if share.Reporting() {
+		t.Fatal("still reporting 4 s after the last report, with a 3 s ttl")
+	}
+}

@@ -50,7 +50,7 @@ func (b *Backend) loop(ctx context.Context) {
 			b.autoscale(now, false)
 			b.reconcile(false)
 		case now := <-rise:
-			if b.autoscale(now, true) {
+			if b.riseAllowed() && b.autoscale(now, true) {
 				b.reconcile(false)
 			}
 		}

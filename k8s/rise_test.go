@@ -57,3 +57,31 @@ func TestRisePassScalesBetweenTicks(t *testing.T) {
 		})
 	}
 }
+
+type fakeShare struct{ reporting bool }
+
+func (fakeShare) Load(string, string) (uint64, time.Time, int) { return 0, time.Time{}, 0 }
+func (f fakeShare) Reporting() bool                            { return f.reporting }
+
+// The leader leaves the rise pass out while standbys report: their
+// requests arrive in lumps once a tick, which a 250-ms pass would read as
+// rises.
+func TestRiseLeftOutWhileStandbysReport(t *testing.T) {
+	tests := []struct {
+		name string
+		load LoadSource
+		want bool
+	}{
+		{"no proxy counts", nil, true},
+		{"one instance", fakeShare{reporting: false}, true},
+		{"standbys reporting", fakeShare{reporting: true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &Backend{cfg: Config{Load: tt.load}}
+			if got := b.riseAllowed(); got != tt.want {
+				t.Errorf("riseAllowed = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

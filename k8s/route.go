@@ -13,6 +13,22 @@ type LoadSource interface {
 	Load(namespace, name string) (requests uint64, last time.Time, queued int)
 }
 
+// StandbyLoadSource is a LoadSource that also holds standbys' reports
+// (handlers.LoadShare) and tells whether one is fresh.
+type StandbyLoadSource interface {
+	Reporting() bool
+}
+
+// riseAllowed tells whether the leader may run the core's short rise
+// pass now: not while standbys report, since their requests reach the
+// count in lumps once an -autoscale-interval and a 250-ms pass would read
+// each lump as a rise (a scale-up for nothing, every report). The tick,
+// over the report interval, sees them as they are.
+func (b *Backend) riseAllowed() bool {
+	s, ok := b.cfg.Load.(StandbyLoadSource)
+	return !ok || !s.Reporting()
+}
+
 // ModelLoadSource is a LoadSource that also counts a function's requests
 // by model (X-Model) and its replicas' model loads (handlers.LoadBook), so
 // that a multi-model function is planned from its mix (lifecycle.Load).
