@@ -25,16 +25,11 @@ func (b *Backend) loop(ctx context.Context) {
 	defer tick.Stop()
 	resync := time.NewTicker(b.cfg.Resync)
 	defer resync.Stop()
-	scale := time.NewTicker(b.cfg.Tick)
+	// The autoscaler's Tick and, between ticks, its Rise pass (a rising
+	// rate answered at once), as local mode schedules them.
+	passes := lifecycle.NewPasses(b.cfg.Tick, b.cfg.Rise, time.Now())
+	scale := time.NewTicker(passes.Interval())
 	defer scale.Stop()
-	// A rising rate is answered between ticks (lifecycle.Core.Rise); a
-	// nil channel never fires when that is off.
-	var rise <-chan time.Time
-	if b.cfg.Rise > 0 && b.cfg.Rise < b.cfg.Tick {
-		t := time.NewTicker(b.cfg.Rise)
-		defer t.Stop()
-		rise = t.C
-	}
 	b.reconcile(true)
 	for {
 		select {
@@ -47,10 +42,11 @@ func (b *Backend) loop(ctx context.Context) {
 		case <-resync.C:
 			b.reconcile(true)
 		case now := <-scale.C:
-			b.autoscale(now, false)
-			b.reconcile(false)
-		case now := <-rise:
-			if b.riseAllowed() && b.autoscale(now, true) {
+			switch {
+			case passes.TickDue(now):
+				b.autoscale(now, false)
+				b.reconcile(false)
+			case b.riseAllowed() && b.autoscale(now, true):
 				b.reconcile(false)
 			}
 		}

@@ -7,28 +7,22 @@ import (
 )
 
 // loop runs Tick every tick and, between ticks, Rise every rise (0 or at
-// least tick: none).
+// least tick: none), as lifecycle.Passes schedules them.
 func (b *Backend) loop(tick, rise time.Duration) {
 	defer close(b.done)
-	every := tick
-	if rise > 0 && rise < tick {
-		every = rise
-	}
-	t := time.NewTicker(every)
+	passes := lifecycle.NewPasses(tick, rise, time.Now())
+	t := time.NewTicker(passes.Interval())
 	defer t.Stop()
-	nextTick := time.Now().Add(tick)
 	for {
 		select {
 		case <-b.stop:
 			return
 		case now := <-t.C:
-			// A little early counts as due: the ticker's times jitter.
-			if now.Add(every / 2).Before(nextTick) {
+			if passes.TickDue(now) {
+				b.Tick(now)
+			} else {
 				b.Rise(now)
-				continue
 			}
-			nextTick = nextTick.Add(tick)
-			b.Tick(now)
 		}
 	}
 }

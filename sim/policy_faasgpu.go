@@ -54,9 +54,9 @@ type faasGPU struct {
 	head    []scheduler.Waiting
 	grants  []scheduler.Grant
 	seqs    []int32 // pullMulti's granted requests
-	// nextTick is when the core's next Tick is due; the periodic events
-	// before it run its Rise pass.
-	nextTick time.Duration
+	// passes says which of the engine's periodic events is the core's
+	// Tick; the others run its Rise pass.
+	passes *lifecycle.Passes
 	// promoted and placed count warm replicas brought back and replicas
 	// placed, for tests.
 	promoted, placed int
@@ -98,13 +98,10 @@ func (p *faasGPU) setup(e *Engine) {
 	// By workload index, as replicas and arrivals name them; nil until
 	// deployed.
 	p.fns = make([]*fgFn, len(e.wl.Functions))
-	// The engine's periodic event comes at the Rise interval; every
-	// Tick-th of it is the core's Tick (see tick).
-	e.tickEvery = e.opts.Tick
-	if r := e.opts.Rise; r > 0 && r < e.opts.Tick {
-		e.tickEvery = r
-	}
-	p.nextTick = e.opts.Tick
+	// The engine's periodic event comes as the provider's loop wakes
+	// (lifecycle.Passes; see tick).
+	p.passes = lifecycle.NewPasses(e.opts.Tick, e.opts.Rise, e.clock())
+	e.tickEvery = p.passes.Interval()
 	maxBatch := e.opts.MaxBatch
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
@@ -411,12 +408,11 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 // tick is the engine's periodic event: the core's Tick when one is due,
 // else its Rise pass.
 func (p *faasGPU) tick(e *Engine) {
-	if e.now < p.nextTick {
+	if p.passes.TickDue(e.clock()) {
+		p.pass(e, p.core.Tick)
+	} else {
 		p.pass(e, p.core.Rise)
-		return
 	}
-	p.nextTick += e.opts.Tick
-	p.pass(e, p.core.Tick)
 }
 
 // pass feeds the core what the proxy would have counted of each function,
