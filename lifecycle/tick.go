@@ -218,7 +218,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 	c.merge(fn, olds, rep.New, now, rep.Reason, res)
 	fn.lastResize = now
 	fn.lastScale = rep.Reason
-	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: 1, Removed: len(olds), Replicas: len(fn.live) - len(olds), Rate: in.Rate, Reason: rep.Reason, Resize: true})
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: 1, Removed: len(olds), Replicas: c.serving(fn), Rate: in.Rate, Reason: rep.Reason, Resize: true})
 }
 
 // memoryPercent is bytes in % of the largest GPU's memory (0 without an
