@@ -30,8 +30,9 @@ func TestParityWithTheSimulator(t *testing.T) {
 	parity.Play(t, t0, []string{"kubernetes", "sim"}, map[string]parity.Runner{
 		"kubernetes": newStateRunner(cat.Store),
 		// kwok's pods are ready at once: every replica started is ready by
-		// the end of its step on both, as on the local backend; both consolidate.
-		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0),
+		// the end of its step on both, as on the local backend; both
+		// consolidate; neither keeps standbys (coreOptions).
+		"sim": parity.NewSimRunner(t, cat, sim.Options{NoStandby: true}, t0),
 	}, false)
 }
 

@@ -88,8 +88,13 @@ type drain struct {
 // that label is written (confirmDemotes). Resizes and consolidation
 // moves are made before the old replica goes: the loop reports each
 // booking ready once its paired pod is (reportReady).
+//
+// No standbys yet (lifecycle.Options.NoStandby): a standby's pod would
+// join its group's Service as soon as it is ready, before the writer
+// labels it out of routing, and reportReady tells the core of replicas in
+// service only.
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NoStandby: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {

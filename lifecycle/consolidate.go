@@ -93,6 +93,9 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 // function's model cache (keepsCache).
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
 	r := c.replicas[id]
+	if r != nil && r.standby {
+		return false // spare capacity in spare memory: it never holds a GPU in use
+	}
 	if r == nil || r.placement == nil || len(r.placement.GPUs) != 1 || (r.phase != Ready && r.phase != Warm) {
 		return true
 	}
@@ -162,7 +165,7 @@ func (c *Core) yieldFreed(usage []scheduler.GPUUsage, from map[string]bool, now 
 // yield stops warm replica id to free its GPU.
 func (c *Core) yield(id string, now time.Time, why string, res *Result) {
 	r := c.replicas[id]
-	if r == nil || r.phase != Warm {
+	if r == nil || r.phase != Warm && !r.standby {
 		return
 	}
 	c.cache.CountEviction(false)

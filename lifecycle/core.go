@@ -76,6 +76,11 @@ type Options struct {
 	Consolidate scheduler.ConsolidateOptions
 	// NoConsolidate never moves a replica to free a GPU.
 	NoConsolidate bool
+	// NoStandby keeps no standby replicas (standby.go). Kubernetes sets
+	// it: a standby's pod would serve from its start, as the pods of its
+	// group do, until the writer labels it out of routing, and its
+	// readiness is not yet reported for replicas out of service.
+	NoStandby bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)
@@ -92,8 +97,11 @@ type Core struct {
 	// another replica yielded its room to (overload.go).
 	first   string
 	product string
-	alloc   *scheduler.Allocator
-	cache   *cache.Cache
+	// largestMemory is the inventory's largest GPU memory, kept with inv:
+	// memoryPercent reads it for every function at every pass.
+	largestMemory int64
+	alloc         *scheduler.Allocator
+	cache         *cache.Cache
 
 	functions map[string]*function // key: namespace/name
 	// order lists functions oldest first: older functions are placed
@@ -185,6 +193,9 @@ type replica struct {
 	// target is the only GPU (UUID) a replacement may be placed on: a
 	// consolidation move's; "" for anywhere.
 	target string
+	// standby: started out of service, in fn.warm from its placement
+	// (standby.go); Starting until ready, then Warm. A promotion ends it.
+	standby bool
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a
@@ -209,7 +220,7 @@ func New(inv gpu.Inventory, c *cache.Cache, opts Options) *Core {
 		c = cache.New(cache.DefaultOptions)
 	}
 	return &Core{
-		opts: opts, inv: inv, product: inv.MainProduct(), alloc: scheduler.NewAllocator(inv, c), cache: c,
+		opts: opts, inv: inv, product: inv.MainProduct(), largestMemory: inv.LargestMemory(), alloc: scheduler.NewAllocator(inv, c), cache: c,
 		functions: map[string]*function{}, replicas: map[string]*replica{}, freeing: map[string]bool{}, settled: map[string]bool{},
 	}
 }

@@ -19,6 +19,10 @@ func (c *Core) ReplicaReady(id string, now time.Time) Result {
 	if r == nil || r.phase != Starting {
 		return res
 	}
+	if r.standby {
+		c.standbyReady(r, &res)
+		return res
+	}
 	r.phase = Ready
 	if fn := c.functions[r.fn]; fn != nil && r.replaces != "" {
 		c.completeReplace(fn, r, now, &res)
@@ -127,7 +131,7 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 	if !rest.SameGPUs(inv) {
 		lost = append(lost, c.rebook(inv, now)...)
 	}
-	c.inv, c.product = inv, inv.MainProduct()
+	c.inv, c.product, c.largestMemory = inv, inv.MainProduct(), inv.LargestMemory()
 	slices.Sort(lost)
 	for _, id := range lost {
 		r := c.replicas[id]

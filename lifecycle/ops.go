@@ -192,7 +192,7 @@ func (c *Core) promoteReplica(fn *function, r *replica, now time.Time) bool {
 	}
 	fn.warm = slices.Delete(fn.warm, i, i+1)
 	fn.live = append(fn.live, r)
-	r.phase, r.replacedAt = Ready, time.Time{}
+	r.phase, r.replacedAt, r.standby = Ready, time.Time{}, false
 	c.promoted = append(c.promoted, Effect{Kind: Promote, Function: fn.key, Replica: r.view(), Why: "scaled up: warm replica back in service, no model load"})
 	return true
 }

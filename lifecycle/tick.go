@@ -80,6 +80,7 @@ func (c *Core) Tick(now time.Time) Result {
 	c.yieldToEfficient(over, now, &res)
 	c.consolidate(now, &res)
 	c.placeAll(now, &res)
+	c.keepStandbys(now, &res)
 	return res
 }
 
@@ -148,7 +149,9 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 		}
 	}
 	for _, r := range fn.warm {
-		in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+		if r.phase == Warm { // a standby still starting serves no sooner than a new replica
+			in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+		}
 	}
 	return in
 }
@@ -225,10 +228,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 // inventory or a memory request): what a replica's memory costs the
 // autoscaler beside its SM %.
 func (c *Core) memoryPercent(bytes int64) float64 {
-	var most int64
-	for _, d := range c.inv.Devices() {
-		most = max(most, d.MemoryBytes)
-	}
+	most := c.largestMemory
 	if most <= 0 || bytes <= 0 {
 		return 0
 	}
@@ -258,6 +258,10 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 		if fn != nil {
 			in.IdleFor, in.Gaps = now.Sub(fn.lastRequest), fn.gaps
+		}
+		if c.standbyAlone(r) {
+			c.stopWarm(fn, r, now, "standby stopped: its GPU serves no replica", res)
+			continue
 		}
 		if !scheduler.WarmExpired(in) {
 			continue

@@ -54,6 +54,8 @@ type Config struct {
 	// NoConsolidate never moves a replica to free a GPU (serve
 	// -consolidate=false).
 	NoConsolidate bool
+	// NoStandby keeps no standby replicas (serve -standby=false).
+	NoStandby bool
 	// NodeLoadFactor is the share of a cold load a load from the node tier
 	// (host memory or local disk) takes.
 	NodeLoadFactor float64
@@ -186,7 +188,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
-			NoConsolidate: cfg.NoConsolidate, NewID: newReplicaID}),
+			NoConsolidate: cfg.NoConsolidate, NoStandby: cfg.NoStandby, NewID: newReplicaID}),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}

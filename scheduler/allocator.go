@@ -74,6 +74,10 @@ type booking struct {
 	// idle: a warm replica out of service keeps its memory (its model stays
 	// loaded) but runs no kernels, so it holds no SM share.
 	idle bool
+	// spare: a standby's (Hints.Spare), idle from its start: its memory is
+	// free to every placement, which neither scores it nor avoids it, and
+	// it is evicted before any other warm replica.
+	spare bool
 }
 
 type gpuState struct {
@@ -81,11 +85,57 @@ type gpuState struct {
 	smUsed   int
 	memUsed  int64
 	idleMem  int64 // memory held by idle warm replicas, which can be evicted
+	spareMem int64 // of which standbys'
 	replicas map[string]booking
 }
 
 func (g *gpuState) fits(s gpu.Slice) bool {
 	return g.smUsed+s.SMPercent <= 100 && g.memUsed+s.MemoryBytes <= g.dev.MemoryBytes
+}
+
+// fitsBesideSpare: the slice fits once standbys' memory is given back.
+func (g *gpuState) fitsBesideSpare(s gpu.Slice) bool {
+	return g.smUsed+s.SMPercent <= 100 && g.memUsed-g.spareMem+s.MemoryBytes <= g.dev.MemoryBytes
+}
+
+// serving reports whether g holds a booking in service (not idle).
+func (g *gpuState) serving() bool {
+	for _, b := range g.replicas {
+		if !b.idle {
+			return true
+		}
+	}
+	return false
+}
+
+// spareRoom is the most memory a standby may book on g: what leaves
+// warmFreeMemory of it free.
+func (g *gpuState) spareRoom() int64 {
+	return g.dev.MemoryBytes - g.memUsed - int64(warmFreeMemory*float64(g.dev.MemoryBytes))
+}
+
+// SpareRoom is the most memory a standby could book on any GPU
+// (Hints.Spare, SM aside): a caller placing many can skip those that
+// could fit nowhere without a scan of every GPU each.
+func (a *Allocator) SpareRoom() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var most int64
+	for _, g := range a.gpus {
+		if g.serving() {
+			most = max(most, g.spareRoom())
+		}
+	}
+	return most
+}
+
+// Serving reports whether GPU uuid holds a replica in service: a standby
+// alone on a GPU would keep it in use for nobody.
+func (a *Allocator) Serving(uuid string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.byUUID[uuid]
+	return ok && g.serving()
 }
 
 // fitsAfterEviction: the slice fits once every idle warm replica is gone.
@@ -146,6 +196,18 @@ type Hints struct {
 	// idle GPU would spend what it saves, and hold the GPU until
 	// consolidation frees it again; it waits for room instead.
 	Occupied bool
+	// Spare places a standby (lifecycle's): it books memory only, idle
+	// from the start (its SM share is booked when it is promoted, if still
+	// free); only on a GPU serving some replica, so it never holds a GPU
+	// in use by itself; only where it fits without evicting a warm
+	// replica; and only where at least warmFreeMemory of the GPU's memory
+	// stays free after it, the share below which a warm replica's
+	// lifetime shrinks (WarmLifetime), so it goes only where it could
+	// stay. Other placements see its memory as free and evict it first.
+	Spare bool
+	// Avoid are GPUs (by UUID) not to place on: a standby's, those
+	// consolidation is emptying.
+	Avoid map[string]bool
 }
 
 // Place books replica id on the best GPU for req. The score, in order:
@@ -180,6 +242,16 @@ func (a *Allocator) Place(id string, req gpu.Request, h Hints) (Placement, []str
 	}
 	p := Placement{Node: g.dev.Node, GPUs: []string{g.dev.UUID}, Slice: s}
 	a.book(id, p)
+	if h.Spare {
+		// Its memory only: no SM until it is promoted.
+		b := g.replicas[id]
+		g.smUsed -= b.slice.SMPercent
+		g.idleMem += b.slice.MemoryBytes
+		g.spareMem += b.slice.MemoryBytes
+		b.idle, b.spare = true, true
+		g.replicas[id] = b
+		a.cache.SetIdle(id, h.Now)
+	}
 	return p, evicted, nil
 }
 
@@ -238,11 +310,14 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 	var bestScore score
 	lackSM, lackMem := 0, 0
 	for _, g := range a.gpus {
-		if h.GPU != "" && g.dev.UUID != h.GPU || h.Occupied && len(g.replicas) == 0 {
+		if h.GPU != "" && g.dev.UUID != h.GPU || h.Occupied && len(g.replicas) == 0 || h.Avoid[g.dev.UUID] {
 			continue
 		}
 		s := req.SliceOn(g.dev)
 		fits := g.fits(s)
+		if h.Spare && !(fits && g.serving() && s.MemoryBytes <= g.spareRoom()) {
+			continue
+		}
 		if !fits && !g.fitsAfterEviction(s) {
 			if g.smUsed+s.SMPercent > 100 {
 				lackSM++
@@ -251,9 +326,12 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 			}
 			continue
 		}
-		sc := score{noEvict: fits, freeSM: 100 - g.smUsed - s.SMPercent}
-		if fits {
-			sc.freeMem = g.dev.MemoryBytes - g.memUsed - s.MemoryBytes
+		// Standbys' memory is free memory to the score: a standby never
+		// changes where a replica goes.
+		besideSpare := g.fitsBesideSpare(s)
+		sc := score{noEvict: besideSpare, freeSM: 100 - g.smUsed - s.SMPercent}
+		if besideSpare {
+			sc.freeMem = g.dev.MemoryBytes - (g.memUsed - g.spareMem) - s.MemoryBytes
 		} else {
 			sc.freeMem = g.dev.MemoryBytes - (g.memUsed - g.idleMem) - s.MemoryBytes
 		}
@@ -319,6 +397,9 @@ func (a *Allocator) evictLocked(g *gpuState, s gpu.Slice, now time.Time) []strin
 		}
 	}
 	sort.Slice(idle, func(i, j int) bool {
+		if pi, pj := g.replicas[idle[i]].spare, g.replicas[idle[j]].spare; pi != pj {
+			return pi // standbys first
+		}
 		si, sj := since[idle[i]], since[idle[j]]
 		if !si.Equal(sj) {
 			return si.Before(sj)
@@ -440,6 +521,9 @@ func (a *Allocator) releaseLocked(id string, now time.Time) {
 		} else {
 			g.idleMem -= b.slice.MemoryBytes
 		}
+		if b.spare {
+			g.spareMem -= b.slice.MemoryBytes
+		}
 		g.memUsed -= b.slice.MemoryBytes
 		delete(g.replicas, id)
 	}
@@ -494,7 +578,10 @@ func (a *Allocator) Promote(id string) error {
 		}
 		g.smUsed += b.slice.SMPercent
 		g.idleMem -= b.slice.MemoryBytes
-		b.idle = false
+		if b.spare {
+			g.spareMem -= b.slice.MemoryBytes
+		}
+		b.idle, b.spare = false, false
 		g.replicas[id] = b
 	}
 	a.cache.SetActive(id)

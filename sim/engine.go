@@ -67,6 +67,9 @@ type Options struct {
 	// NoConsolidate keeps faas-gpu from moving replicas to free a GPU
 	// (an ablation: the provider before consolidation).
 	NoConsolidate bool
+	// NoStandby keeps faas-gpu from keeping standby replicas (an
+	// ablation: the provider before them, and its Kubernetes backend).
+	NoStandby bool
 	// NoWarm stops faas-gpu's replicas as they scale down instead of
 	// keeping them warm, as the Kubernetes backend does until it can keep
 	// a pod out of routing. For scripted runs (Script): a replica stopped

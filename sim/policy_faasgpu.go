@@ -106,6 +106,7 @@ func (p *faasGPU) setup(e *Engine) {
 	p.core = lifecycle.New(e.inv, e.cache, lifecycle.Options{
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
 		NoConsolidate: e.opts.NoConsolidate,
+		NoStandby:     e.opts.NoStandby,
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
 		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
@@ -170,6 +171,13 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		switch ef.Kind {
 		case lifecycle.Start:
 			p.launch(e, f, ef.Replica, prewarmed)
+			if ef.Warm {
+				// A standby: it starts out of service and, ready, stays
+				// warm (idle tells the core).
+				if r := p.byID[ef.Replica.ID]; r != nil {
+					p.retire(e, f, r)
+				}
+			}
 		case lifecycle.Demote:
 			if strings.HasPrefix(ef.Why, "replaced by ") {
 				p.replaced++
@@ -392,6 +400,9 @@ func (p *faasGPU) idle(e *Engine, r *replica) {
 			e.release(r)
 		default:
 			r.state = repWarm
+			// A standby that has just started is ready for the core; any
+			// other replica it has as warm already.
+			p.apply(e, p.core.ReplicaReady(r.id, e.clock()), false)
 		}
 	default:
 		// Room at r: it pulls, and starts its next batch with what it

@@ -534,6 +534,10 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.NoConsolidate = v
 		return nil
 	})
+	f.boolean("no-standby", false, "faas-gpu keeps no standby replicas (lifecycle.Options.NoStandby; an ablation, and the Kubernetes backend today)", func(s *Spec, v bool) error {
+		s.Options.NoStandby = v
+		return nil
+	})
 	f.duration("container-start", 2*time.Second, "placement to process started, before the model loads", func(s *Spec, v time.Duration) error {
 		s.Options.ContainerStart = v
 		return nil

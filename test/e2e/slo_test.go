@@ -27,8 +27,31 @@ type loadPhase struct {
 // how many requests missed. The load is open-loop, as users' is: a slow
 // answer does not slow the arrivals.
 func TestLiveSLOUnderStepAndBurst(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// held: the 1 % target is asserted; without a standby the figure
+		// is reported, the ablation beside it.
+		held bool
+	}{
+		{"standby", nil, true},
+		{"no standby", []string{"-standby=false"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if ratio := liveStepAndBurst(t, tt.args); ratio > 0.01 && tt.held {
+				t.Errorf("SLO violations %.2f %%, above issue 12's live target of 1 %%", 100*ratio)
+			}
+		})
+	}
+}
+
+// liveStepAndBurst deploys resnet50 at a 100-ms SLO on a local provider
+// started with args, drives the step and the burst, and returns the share
+// of requests the proxy counted over the SLO.
+func liveStepAndBurst(t *testing.T, args []string) float64 {
 	c := newCreds(t)
-	p := startProvider(t, c, t.TempDir(), 0)
+	p := startProviderWith(t, c, t.TempDir(), 0, providerOpts{Args: args})
 	const fn = "slo-step"
 	const slo = 100 * time.Millisecond
 	dep := types.FunctionDeployment{Service: fn, Image: "example.com/" + fn, Namespace: defaultNS,
@@ -118,29 +141,22 @@ func TestLiveSLOUnderStepAndBurst(t *testing.T) {
 	}
 	ratio := violations / timed
 	t.Logf("live provider, step and burst: %d requests, %.0f over the %s SLO (%.2f %%), %d failed", sent.Load(), violations, slo, 100*ratio, failed.Load())
-	// Issue 12's live target is at most 1 %; it is not held, so the
-	// figure is reported, not asserted. Measured on a 2-core machine
-	// (client, provider and workers in one box): 2.90-3.01 % with the
-	// 1-s tick alone; with the Rise pass every 250 ms
-	// (lifecycle.Core.Rise) five runs measured 0.17-0.31 %, but only
-	// because of a fault of the rate estimator then: a new function's
-	// smoothed rate started at 0, so in the base phase an ordinary
-	// second of 23 requests passed for a rise and gave it a second 5 %
-	// replica that the step found waiting (9 misses). With the rate
-	// corrected for its start (RateEstimator) the base phase keeps the
-	// one replica its 20 req/s needs (22.3 req/s at the SLO's p99), and
-	// a 6x step in one second outruns it for the 0.26 s the Rise pass
-	// takes to see it plus the 0.49 s a new replica takes to load: about
-	// 2.7 % (145 of 5,413), nearly all in the step's first second. The
-	// client and the proxy count the same misses, so they are the
-	// provider's reaction, not the machine's limit. docs/evaluation.md,
-	// "The live provider", says what would hold it.
-	if ratio > 0.01 {
-		t.Logf("SLO violations %.2f %%, above issue 12's live target of 1 %% (reported, not asserted: see above)", 100*ratio)
-	}
+	// Issue 12's live target: at most 1 %. A 6x step in one second
+	// outruns the one 5 % replica 20 req/s needs (22.3 req/s at the SLO's
+	// p99) for the 0.26 s the Rise pass takes to see it, and a new
+	// replica serves only 0.49 s later, once its model is loaded: without
+	// a standby that was 2.38-2.68 % (three runs; -standby=false), nearly
+	// all in the step's first second, which no reaction after the step
+	// can save. The standby (lifecycle/standby.go), a 25 % replica loaded
+	// out of service in the GPU memory nobody needs, is what the Rise pass
+	// promotes at once: 0.13-0.15 % here, on a 2-core machine with the
+	// race detector on and client, provider and workers in one box.
+	// TestLiveSLOUnderStepAndBurst asserts the target with it and
+	// reports the figure without.
 	if failed.Load() > 0 {
 		t.Errorf("%d requests failed, want none", failed.Load())
 	}
+	return ratio
 }
 
 // logTimeline logs, in seconds from the load's start, the seconds with
