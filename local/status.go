@@ -160,7 +160,11 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 		}
 		rr.Function, rr.Namespace = v.Spec.Name(), v.Spec.Namespace()
 		r := running[id]
-		rr.Ready = !rr.Idle && r != nil && r.run != nil && r.run.Ready()
+		// Ready once the backend has recorded it so (readiedLocked, which
+		// the start-up watch runs up to startupPoll after the process
+		// first answers): a report never shows a replica ready without
+		// its start-up time, nor ready before the core holds it ready.
+		rr.Ready = !rr.Idle && r != nil && r.run != nil && r.readyAfter.Load() > 0 && r.run.Ready()
 		if r != nil {
 			rr.Emulated = r.emulated
 			if d := r.readyAfter.Load(); d > 0 {
