@@ -617,6 +617,8 @@ func (a *Allocator) RemoveNode(node string, now time.Time) []string {
 type Booking struct {
 	Slice gpu.Slice `json:"slice"`
 	Idle  bool      `json:"idle"`
+	// Spare marks a standby's booking (Hints.Spare).
+	Spare bool `json:"spare,omitempty"`
 }
 
 // GPUUsage is one GPU's bookings.
@@ -636,7 +638,7 @@ func (a *Allocator) Usage() []GPUUsage {
 	for _, g := range a.gpus {
 		r := make(map[string]Booking, len(g.replicas))
 		for id, b := range g.replicas {
-			r[id] = Booking{Slice: b.slice, Idle: b.idle}
+			r[id] = Booking{Slice: b.slice, Idle: b.idle, Spare: b.spare}
 		}
 		out = append(out, GPUUsage{Device: g.dev, SMAllocated: g.smUsed, MemoryAllocated: g.memUsed, Replicas: r})
 	}

@@ -133,15 +133,18 @@ type GPUReport struct {
 
 // ReplicaReport is one replica's slice of one GPU.
 type ReplicaReport struct {
-	ID          string   `json:"id"`
-	Function    string   `json:"function"`
-	Namespace   string   `json:"namespace"`
-	SMPercent   int      `json:"smPercent"`
-	MemoryBytes int64    `json:"memoryBytes"`
-	Ready       bool     `json:"ready"`
-	Idle        bool     `json:"idle"`
-	Emulated    bool     `json:"emulated"`
-	Models      []string `json:"models"`
+	ID          string `json:"id"`
+	Function    string `json:"function"`
+	Namespace   string `json:"namespace"`
+	SMPercent   int    `json:"smPercent"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	Ready       bool   `json:"ready"`
+	Idle        bool   `json:"idle"`
+	// Standby marks an idle replica started out of service for its
+	// function's next rise, not one scaled down (docs/scheduling.md §3a).
+	Standby  bool     `json:"standby,omitempty"`
+	Emulated bool     `json:"emulated"`
+	Models   []string `json:"models"`
 	// ReadyAfterSeconds is how long the replica took from its placement
 	// (Kubernetes: its pod's creation) to ready: for a GPU function mostly
 	// its model load. Absent until it is ready.
@@ -187,7 +190,7 @@ func NodeReports(usage []GPUUsage, c *cache.Cache, describe func(id string, rr *
 		sort.Strings(ids)
 		for _, id := range ids {
 			bk := u.Replicas[id]
-			rr := ReplicaReport{ID: id, SMPercent: bk.Slice.SMPercent, MemoryBytes: bk.Slice.MemoryBytes, Idle: bk.Idle, Models: c.Models(id)}
+			rr := ReplicaReport{ID: id, SMPercent: bk.Slice.SMPercent, MemoryBytes: bk.Slice.MemoryBytes, Idle: bk.Idle, Standby: bk.Spare, Models: c.Models(id)}
 			if rr.Models == nil {
 				rr.Models = []string{}
 			}

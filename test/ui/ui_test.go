@@ -418,10 +418,15 @@ func startupWant(state string, rs []scheduler.ReplicaReport) (badge, note string
 		return "ready after " + startupRangeText(after), ""
 	case state == "ready":
 		return "ready", ""
-	case len(after) > 0:
-		return "warm idle", "started in " + startupRangeText(after)
 	}
-	return "warm idle", ""
+	idle := "warm idle"
+	if rs[0].Standby {
+		idle = "standby"
+	}
+	if len(after) > 0 {
+		return idle, "started in " + startupRangeText(after)
+	}
+	return idle, ""
 }
 
 // near reads the number the page shows at the start of text ("12.3 ms",
@@ -606,6 +611,9 @@ func checkMap(t *testing.T, doc *node, rep scheduler.ClusterReport) {
 				}
 				txt := li.Text()
 				stateText := map[string]string{"ready": "ready", "starting": "starting", "idle": "warm idle"}[state]
+				if r.Standby {
+					stateText = "standby"
+				}
 				for _, want := range append([]string{r.Function, pct(r.SMPercent) + " SM · " + bytesText(r.MemoryBytes), stateText}, r.Models...) {
 					if !strings.Contains(txt, want) {
 						t.Errorf("%s: replica %s listed as %q, missing %q", name, r.ID, txt, want)
@@ -1059,9 +1067,10 @@ func TestGPUMapStartupTimes(t *testing.T) {
 		Source: "inventory.yaml", Emulated: true, Pending: []scheduler.PendingEntry{},
 		Nodes: []scheduler.NodeReport{{Name: "node-a", GPUs: []scheduler.GPUReport{
 			{UUID: "GPU-00000000-0000-0000-0000-0000000000a0", Index: 0, Product: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 * gi, SMCount: 108,
-				SMAllocated: 100, MemoryAllocated: 30 * gi, Replicas: []scheduler.ReplicaReport{
+				SMAllocated: 100, MemoryAllocated: 36 * gi, Replicas: []scheduler.ReplicaReport{
 					{ID: "bert-qa-1", Function: "bert-qa", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 6 * gi, Ready: true, Models: []string{"bert-base"}, ReadyAfterSeconds: secs(1.24)},
 					{ID: "bert-qa-2", Function: "bert-qa", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 6 * gi, Ready: true, Models: []string{"bert-base"}, ReadyAfterSeconds: secs(2.31)},
+					{ID: "bert-qa-3", Function: "bert-qa", Namespace: "openfaas-fn", SMPercent: 30, MemoryBytes: 6 * gi, Idle: true, Standby: true, Models: []string{"bert-base"}, ReadyAfterSeconds: secs(2.0)},
 					{ID: "llama-1", Function: "llama", Namespace: "openfaas-fn", SMPercent: 40, MemoryBytes: 16 * gi, Models: []string{}},
 					{ID: "ocr-1", Function: "ocr", Namespace: "openfaas-fn", SMPercent: 20, MemoryBytes: 2 * gi, Idle: true, Models: []string{"trocr"}, ReadyAfterSeconds: secs(72.4)},
 				}},
@@ -1072,7 +1081,7 @@ func TestGPUMapStartupTimes(t *testing.T) {
 				}},
 		}}},
 		Functions: []scheduler.FunctionReport{
-			{Name: "bert-qa", Namespace: "openfaas-fn", Model: "bert-base", SMPercent: 30, MemoryBytes: 6 * gi, Batch: 1, Decision: "30 % SM from the annotation", Replicas: 2, Ready: 2},
+			{Name: "bert-qa", Namespace: "openfaas-fn", Model: "bert-base", SMPercent: 30, MemoryBytes: 6 * gi, Batch: 1, Decision: "30 % SM from the annotation", Replicas: 2, Ready: 2, Idle: 1},
 			{Name: "llama", Namespace: "openfaas-fn", Model: "llama", SMPercent: 40, MemoryBytes: 16 * gi, Batch: 1, Decision: "40 % SM from the annotation", Replicas: 1},
 			{Name: "ocr", Namespace: "openfaas-fn", Model: "trocr", SMPercent: 20, MemoryBytes: 2 * gi, Batch: 1, Decision: "20 % SM from the annotation", Idle: 1},
 			{Name: "whisper", Namespace: "openfaas-fn", Model: "whisper-large", SMPercent: 100, MemoryBytes: 12 * gi, Batch: 1, Decision: "a whole GPU", Replicas: 1, Ready: 1},
@@ -1088,6 +1097,7 @@ func TestGPUMapStartupTimes(t *testing.T) {
 	for ids, want := range map[string]struct{ badge, note string }{
 		"bert-qa-1 bert-qa-2": {"ready after 1.2–2.3 s", ""},
 		"llama-1":             {"starting…", ""},
+		"bert-qa-3":           {"standby", "started in 2 s"},
 		"ocr-1":               {"warm idle", "started in 1 min 12 s"},
 		"whisper-1":           {"ready after 340 ms", ""},
 		"yolo-1":              {"warm idle", ""},
