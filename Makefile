@@ -89,6 +89,9 @@ bench-sim: build
 	@# The held-out suite of issue 12: as shipped (queueing capacity, right-sizing, resizing), and without them (-no-queueing).
 	./$(BIN) simulate -quiet -suite heldout -out $(BENCH_OUT) $(ARGS)
 	./$(BIN) simulate -quiet -suite heldout -no-queueing -policies faas-gpu -out $(BENCH_OUT)/no-queueing $(ARGS)
+	@# Without standbys (docs/evaluation.md, "Standbys"): the suite and the cost run.
+	./$(BIN) simulate -quiet -suite heldout -no-standby -policies faas-gpu -out $(BENCH_OUT)/no-standby $(ARGS)
+	./$(BIN) simulate -quiet -scenario cost -no-standby -policies faas-gpu $(ARGS)
 	@# The same suite on arrivals drawn from other seeds: a change that helps
 	@# only seed 12's draws is tuned to them (docs/evaluation.md, "Other seeds").
 	for s in 13 14 15 16; do \
