@@ -68,6 +68,9 @@ type PlacedReplica struct {
 	Config    scheduler.SliceConfig `json:"config"`
 	// Idle marks a warm replica out of service.
 	Idle bool `json:"idle,omitempty"`
+	// Standby marks an idle one started for its function's next rise
+	// (standby.go): restored as one, it yields as one.
+	Standby bool `json:"standby,omitempty"`
 }
 
 // ReplicaView is a replica as reports and effects show it.
@@ -122,7 +125,7 @@ func (fn *function) record() *Record {
 		}
 	}
 	for _, r := range fn.warm {
-		rec.Placed = append(rec.Placed, PlacedReplica{ID: r.id, Placement: *r.placement, Config: r.config, Idle: true})
+		rec.Placed = append(rec.Placed, PlacedReplica{ID: r.id, Placement: *r.placement, Config: r.config, Idle: true, Standby: r.standby})
 	}
 	return rec
 }

@@ -206,12 +206,15 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 			lost = append(lost, r.id)
 			continue
 		}
-		if r.phase == Warm && !r.demoting {
+		if r.phase == Warm && !r.demoting || r.standby {
 			idle := now
 			if t, ok := since[r.id]; ok {
 				idle = t
 			}
 			_ = a.Demote(r.id, idle)
+			if r.standby {
+				_ = a.MarkSpare(r.id)
+			}
 		}
 		var own gpu.Request
 		if fn := c.functions[r.fn]; fn != nil {

@@ -70,6 +70,10 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 			r.placement = &p
 			if pr.Idle {
 				_ = c.alloc.Demote(pr.ID, now)
+				if pr.Standby {
+					_ = c.alloc.MarkSpare(pr.ID)
+					r.standby = true
+				}
 				r.phase = Warm
 				fn.warm = append(fn.warm, r)
 			} else {

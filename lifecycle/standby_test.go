@@ -143,3 +143,24 @@ func TestStandbyStopsOnAGPUServingNobody(t *testing.T) {
 		t.Fatalf("scaled to zero: standby stopped %v, %d in service, %d warm", stopped, len(v.Live), len(v.Warm))
 	}
 }
+
+// A standby is restored as one after a restart: out of service, its
+// memory free to placements, its SM unbooked.
+func TestStandbyRestored(t *testing.T) {
+	c, key, _, now, _ := standbyRun(t, Options{}, 0, false)
+	rec := c.functions[key].record()
+	c2 := New(inventory(1, 1), nil, c.opts)
+	c2.Restore([]Record{*rec}, now.Add(time.Minute))
+	v, _ := c2.Function(key)
+	if len(v.Warm) != 1 {
+		t.Fatalf("restored %d warm replicas, want the standby", len(v.Warm))
+	}
+	id := v.Warm[0].ID
+	if r := c2.replicas[id]; r == nil || !r.standby {
+		t.Fatalf("replica %s restored, not as a standby", id)
+	}
+	u := c2.alloc.Usage()[0]
+	if b := u.Replicas[id]; !b.Idle || !b.Spare || u.SMAllocated != v.Live[0].Config.SMPercent {
+		t.Fatalf("restored booking %+v, GPU SM %d%%; want idle and spare, the SM of the replica in service only", b, u.SMAllocated)
+	}
+}

@@ -555,6 +555,27 @@ func (a *Allocator) Demote(id string, now time.Time) error {
 	return nil
 }
 
+// MarkSpare marks idle replica id's booking a standby's, as Hints.Spare
+// places one: for one booked again after a restart or an inventory
+// change.
+func (a *Allocator) MarkSpare(id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.held[id]
+	if !ok {
+		return ErrUnknownReplica
+	}
+	for _, u := range p.GPUs {
+		g := a.byUUID[u]
+		if b := g.replicas[id]; b.idle && !b.spare {
+			b.spare = true
+			g.spareMem += b.slice.MemoryBytes
+			g.replicas[id] = b
+		}
+	}
+	return nil
+}
+
 // Promote puts an idle warm replica back in service, if its SM share is
 // still free.
 func (a *Allocator) Promote(id string) error {
