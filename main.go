@@ -184,7 +184,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveOptions) {
 	fs.DurationVar(&o.coolDown, "autoscale-cooldown", scheduler.DefaultAutoscaleOptions.CoolDown, "quiet time after scaling before replicas are removed")
 	fs.DurationVar(&o.warmTTL, "warm-ttl", 10*time.Minute, "the longest a scaled-down replica keeps its model in GPU memory (shorter for a function idle beyond its usual gaps or a crowded GPU: docs/scheduling.md)")
 	fs.BoolVar(&o.consolidate, "consolidate", true, "move replicas, make before break, to free a GPU whose replicas fit on the others (docs/scheduling.md §7)")
-	fs.BoolVar(&o.standby, "standby", true, "keep a standby replica of each function with an SLO, loaded and out of service, in GPU memory no placement needs, for its next rise (local mode; docs/scheduling.md §7a)")
+	fs.BoolVar(&o.standby, "standby", true, "keep a standby replica of each function with an SLO, loaded and out of service, in GPU memory no placement needs, for its next rise (docs/scheduling.md §3a)")
 	fs.Var(&o.logLevel, "log-level", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.Usage = func() {
@@ -659,6 +659,7 @@ func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook,
 			Rise:          o.rise,
 			WarmTTL:       o.warmTTL,
 			NoConsolidate: !o.consolidate,
+			NoStandby:     !o.standby,
 			MPSPipeDir:    o.mpsPipeDir,
 			Log:           log.Named("k8s"),
 			Options:       *o.k8s,

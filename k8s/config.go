@@ -32,6 +32,9 @@ type Config struct {
 	// NoConsolidate never moves a replica to free a GPU (serve
 	// -consolidate=false, as in local mode).
 	NoConsolidate bool
+	// NoStandby keeps no standby pods (serve -standby=false, as in local
+	// mode).
+	NoStandby bool
 	// MPSPipeDir is the MPS control daemon's pipe folder on the nodes,
 	// mounted into every replica and given as CUDA_MPS_PIPE_DIRECTORY.
 	MPSPipeDir string

@@ -189,6 +189,7 @@ func (b *Backend) coreOptions() lifecycle.Options {
 	// Without warm pods a replica taken out of service stops, as before.
 	o.NoWarm = !b.cfg.WarmReplicas
 	o.NoConsolidate = b.cfg.NoConsolidate
+	o.NoStandby = b.cfg.NoStandby
 	return o
 }
 

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +32,8 @@ func TestParityWithTheSimulator(t *testing.T) {
 		"kubernetes": newStateRunner(cat.Store),
 		// kwok's pods are ready at once: every replica started is ready by
 		// the end of its step on both, as on the local backend; both
-		// consolidate; neither keeps standbys (coreOptions).
-		"sim": parity.NewSimRunner(t, cat, sim.Options{NoStandby: true}, t0),
+		// consolidate and keep standbys.
+		"sim": parity.NewSimRunner(t, cat, sim.Options{}, t0),
 	}, false)
 }
 
@@ -54,14 +55,19 @@ func (r *stateRunner) settle(now time.Time) {
 	// Every booking in service has a ready pod, as kwok's are at once:
 	// the loop reports them (a replacement ready retires what it
 	// replaces).
-	r.st.reportReady(func(_ string, g *group) []string { return g.ids }, now)
-	// Each warm replica's pod is labelled at once, as the writer does,
-	// and the loop confirms the demote.
-	for id, pod := range r.st.warmPod {
-		if pod == "" {
-			r.st.warmPod[id] = "pod-" + id
+	// Each warm replica's pod is labelled at once, as the writer does (a
+	// standby's while it starts), and the loop confirms the demote; a
+	// standby's pod is ready at once too.
+	label := func() {
+		for id, pod := range r.st.warmPod {
+			if pod == "" {
+				r.st.warmPod[id] = "pod-" + id
+			}
 		}
 	}
+	label()
+	r.st.reportReady(func(_ string, g *group) []string { return append(slices.Clone(g.ids), g.warm...) }, now)
+	label()
 	r.st.confirmDemotes(now)
 	r.st.checkDrains(func(string, string, int) bool { return true }, now)
 }

@@ -181,8 +181,10 @@ func (b *Backend) servingLocked(st *state) func(ns string, g *group) []string {
 		}
 		var out []string
 		for _, pr := range b.pairPods(st, ns, g.name, g.ids, g.warm, draining) {
-			// Positions 0 to len(g.ids)-1 are the bookings in service.
-			if pr.pos >= 0 && pr.pos < len(g.ids) && pr.pod != nil && podReady(pr.pod) {
+			// Positions 0 to len(g.ids)-1 are the bookings in service;
+			// -1 the warm ones tied to their pods (a standby's is ready
+			// once that pod is).
+			if pr.pos < len(g.ids) && pr.pod != nil && podReady(pr.pod) {
 				out = append(out, pr.id)
 			}
 		}

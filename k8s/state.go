@@ -88,13 +88,12 @@ type drain struct {
 // that label is written (confirmDemotes). Resizes and consolidation
 // moves are made before the old replica goes: the loop reports each
 // booking ready once its paired pod is (reportReady).
-//
-// No standbys yet (lifecycle.Options.NoStandby): a standby's pod would
-// join its group's Service as soon as it is ready, before the writer
-// labels it out of routing, and reportReady tells the core of replicas in
-// service only.
+// A standby's pod is tied to it while it starts, beyond the pods of its
+// group's bookings in service, and labelled out of routing before it is
+// ready (syncWarm, spareFor); the loop reports it ready once that pod is
+// (reportReady).
 func coreOptions(store *profiles.Store, as scheduler.AutoscaleOptions) lifecycle.Options {
-	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NoStandby: true, NewID: newReplicaID}
+	return lifecycle.Options{Profiles: store, Autoscale: as, ConfirmStops: true, ConfirmDemotes: true, NewID: newReplicaID}
 }
 
 func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state {
@@ -193,6 +192,14 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if _, known := s.groupOf[e.Replica.ID]; !known && e.Replica.Placement != nil {
 				s.groupOf[e.Replica.ID] = s.groupFor(e.Function, *e.Replica.Placement, e.Replica.Config)
 			}
+			if e.Warm {
+				// Started out of service (a standby): out of routing once
+				// the writer has tied its pod to it, before that pod is
+				// ready (syncWarm).
+				if _, ok := s.warmPod[e.Replica.ID]; !ok {
+					s.warmPod[e.Replica.ID] = ""
+				}
+			}
 		case lifecycle.Demote:
 			// Out of routing once the writer has tied a pod to it.
 			if _, ok := s.warmPod[e.Replica.ID]; !ok {
@@ -276,7 +283,9 @@ func (s *state) forgetGone() {
 		}
 	}
 	for id := range s.warmPod {
-		if v, ok := s.core.Replica(id); !ok || v.Phase != lifecycle.Warm {
+		// A standby is warm from its start, Starting until its pod is
+		// ready.
+		if v, ok := s.core.Replica(id); !ok || v.Phase != lifecycle.Warm && v.Phase != lifecycle.Starting {
 			delete(s.warmPod, id)
 		}
 	}
@@ -439,7 +448,8 @@ func (s *state) liveOrder(ids []string) []string {
 
 // reportReady tells the core which starting replicas answer: those of a
 // group whose paired pod is ready (serving: the IDs of group g of a
-// function of namespace ns with a ready pod, from pairPods). Each is told
+// function of namespace ns with a ready pod, from pairPods, a standby's
+// pod the one tied to it). Each is told
 // once: the core holds it ready from then on, and liveOrder keeps it
 // paired first. A replica that replaces others retires them now
 // (lifecycle.Core.ReplicaReady), so the old ones leave routing only once
@@ -447,8 +457,9 @@ func (s *state) liveOrder(ids []string) []string {
 // which holds Backend.txMu, as confirmDemotes.
 func (s *state) reportReady(serving func(ns string, g *group) []string, now time.Time) map[string]bool {
 	dirty := map[string]bool{}
+	starting := func(r lifecycle.ReplicaView) bool { return r.Phase == lifecycle.Starting }
 	for _, v := range s.core.Functions() {
-		if !slices.ContainsFunc(v.Live, func(r lifecycle.ReplicaView) bool { return r.Phase == lifecycle.Starting }) {
+		if !slices.ContainsFunc(v.Live, starting) && !slices.ContainsFunc(v.Warm, starting) {
 			continue // nothing to tell: no need to look at its pods
 		}
 		// One at a time, the groups built afresh after each: a replacement

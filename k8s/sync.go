@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -198,15 +199,25 @@ type evictedPod struct {
 	size  int
 }
 
-type warmTie struct{ group, pod string }
+type warmTie struct {
+	group, pod string
+	// standby: started out of service and not ready yet; live is how
+	// many bookings in service its group has (spareFor).
+	standby bool
+	live    int
+}
 
 func (s *state) warmPlan(k string) warmPlan {
 	ns, _ := splitKey(k)
 	p := warmPlan{replicas: map[string]warmTie{}, evicted: map[string]evictedPod{}}
 	if v, ok := s.core.Function(k); ok {
+		live := map[string]int{}
+		for _, r := range v.Live {
+			live[s.groupOf[r.ID]]++
+		}
 		for _, r := range v.Warm {
 			if g := s.groupOf[r.ID]; g != "" {
-				p.replicas[r.ID] = warmTie{group: g, pod: s.warmPod[r.ID]}
+				p.replicas[r.ID] = warmTie{group: g, pod: s.warmPod[r.ID], standby: r.Phase == lifecycle.Starting, live: live[g]}
 			}
 		}
 	}
@@ -270,7 +281,12 @@ func (b *Backend) syncWarm(ctx context.Context, k string, plan warmPlan) error {
 		t := plan.replicas[id]
 		p := byName[t.pod]
 		if p == nil || p.DeletionTimestamp != nil {
-			if p = newestFree(pods, t.group, tied, plan.evicted); p == nil {
+			if t.standby {
+				p = spareFor(pods, t.group, tied, plan.evicted, t.live)
+			} else {
+				p = newestFree(pods, t.group, tied, plan.evicted)
+			}
+			if p == nil {
 				continue // its pod is not created yet: tied on a later write
 			}
 			tied[p.Name] = true
@@ -339,6 +355,34 @@ func newestFree(pods []*corev1.Pod, group string, tied map[string]bool, evicted 
 			continue
 		}
 		if best == nil || newer(p, best) {
+			best = p
+		}
+	}
+	return best
+}
+
+// spareFor is the pod a standby of group keeps: one beyond the live
+// bookings in service there, so that no pod they are served on leaves
+// routing for it, the newest still starting if any (it is labelled out of
+// routing before it is ready, so it never serves), else the newest. nil
+// while the group has no such pod yet.
+func spareFor(pods []*corev1.Pod, group string, tied map[string]bool, evicted map[string]evictedPod, live int) *corev1.Pod {
+	var free []*corev1.Pod
+	for _, p := range pods {
+		if p.Labels[LabelGroup] != group || tied[p.Name] || p.DeletionTimestamp != nil || podFinished(p) {
+			continue
+		}
+		if _, gone := evicted[p.Name]; gone {
+			continue
+		}
+		free = append(free, p)
+	}
+	if len(free) <= live {
+		return nil
+	}
+	var best *corev1.Pod
+	for _, p := range free {
+		if best == nil || podReady(p) != podReady(best) && !podReady(p) || podReady(p) == podReady(best) && newer(p, best) {
 			best = p
 		}
 	}

@@ -28,13 +28,19 @@ import (
 // servers' hit counts by pod.
 func fakePods(t *testing.T, name string, port int, delay time.Duration) map[string]*atomic.Int64 {
 	t.Helper()
+	return fakePodsBut(t, name, port, delay, nil)
+}
+
+// fakePodsBut is fakePods for the pods not in skip (served already).
+func fakePodsBut(t *testing.T, name string, port int, delay time.Duration, skip map[string]bool) map[string]*atomic.Int64 {
+	t.Helper()
 	pods, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hits := map[string]*atomic.Int64{}
 	for _, p := range pods.Items {
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || skip[p.Name] {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))

@@ -1,0 +1,132 @@
+package k8s
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// An autoscaled function with traffic keeps a standby: a pod beyond the
+// one it serves on, labelled out of routing (no request reaches it),
+// shown idle and standby in /system/gpus with no SMs booked; a rise puts
+// that same pod in service.
+func TestStandbyPodOnKubernetes(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, "standby", "-k8s-function-port", strconv.Itoa(port), "-autoscale-interval", "250ms", "-autoscale-cooldown", "1s")
+	p.leads(t, 10*time.Second)
+	watchInvariants(t, p)
+	defer cleanUp(t, p)
+
+	ann := map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "60ms"}
+	f := fn("classify", 0, "")
+	f.Annotations = &ann
+	p.deploy(t, f)
+	p.ready(t, "classify", 1, 30*time.Second)
+	serving := livePods(t, "classify")[0]
+	served := map[string]bool{}
+	for name := range fakePods(t, "classify", port, 0) {
+		served[name] = true
+	}
+
+	load := func(workers int, pause time.Duration) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if resp, err := http.Get(p.url + "/function/classify"); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					time.Sleep(pause)
+				}
+			}()
+		}
+		return func() { cancel(); wg.Wait() }
+	}
+
+	// A light load: the function settles on its one replica and gets a
+	// standby.
+	stopLight := load(1, 200*time.Millisecond)
+	var standby corev1.Pod
+	if err := poll(30*time.Second, func() bool {
+		for _, pod := range livePods(t, "classify") {
+			if pod.UID != serving.UID && pod.Labels[labelWarm] == "true" && pod.Status.PodIP != "" {
+				standby = pod
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		stopLight()
+		t.Fatalf("no standby pod labelled out of routing: pods %v, %+v", podNames(livePods(t, "classify")), p.gpus(t).Functions)
+	}
+	inService := 0
+	for _, pod := range livePods(t, "classify") {
+		if pod.Labels[labelWarm] != "true" {
+			inService++
+		}
+	}
+	if st := p.status(t, "classify"); int(st.Replicas) != inService {
+		t.Errorf("status %d replicas, %d pods in routing beside the standby; a standby is not a replica in service", st.Replicas, inService)
+	}
+	found := false
+	for _, n := range p.gpus(t).Nodes {
+		for _, g := range n.GPUs {
+			for _, r := range g.Replicas {
+				if r.ID == standby.Name {
+					found = true
+					if !r.Idle || !r.Standby {
+						t.Errorf("/system/gpus: %+v; want the standby idle and marked standby", r)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("/system/gpus does not show the standby pod %s", standby.Name)
+	}
+	var hits *atomic.Int64
+	for name, n := range fakePodsBut(t, "classify", port, 0, served) {
+		if name == standby.Name {
+			hits = n
+		}
+	}
+	if hits == nil {
+		stopLight()
+		t.Fatalf("standby pod %s does not listen", standby.Name)
+	}
+	time.Sleep(2 * time.Second)
+	stopLight()
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the standby pod %s served %d requests out of routing", standby.Name, n)
+	}
+
+	// A rise: the standby's own pod goes in service.
+	stopHeavy := load(16, 0)
+	err = poll(20*time.Second, func() bool {
+		for _, pod := range livePods(t, "classify") {
+			if pod.UID == standby.UID {
+				return pod.Labels[labelWarm] != "true" && hits.Load() > 0
+			}
+		}
+		return false
+	})
+	stopHeavy()
+	if err != nil {
+		t.Fatalf("the standby pod %s not put in service by the rise (%d requests): pods %v, %+v", standby.Name, hits.Load(), podNames(livePods(t, "classify")), p.gpus(t).Functions)
+	}
+}
