@@ -185,6 +185,9 @@ type replica struct {
 	// target is the only GPU (UUID) a replacement may be placed on: a
 	// consolidation move's; "" for anywhere.
 	target string
+	// tentative: added for a tentative scale-up (scheduler.Decision), so
+	// placed only on a GPU already in use, at once (addReplica).
+	tentative bool
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a

@@ -67,6 +67,9 @@ func (c *Core) Tick(now time.Time) Result {
 			c.observeMix(fn, now)
 		}
 		in := c.autoscaleInput(fn, now, rate, fn.rate.Rising())
+		// Confirmed on two ticks, or on the last two of the short
+		// intervals the Rise pass reads (fn.rise sees this tick's too).
+		in.RiseConfirmed = fn.rate.RiseConfirmed() || fn.rise.RiseConfirmed()
 		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
 			over[fn.key] = true
 		}
@@ -108,7 +111,9 @@ func (c *Core) Rise(now time.Time) Result {
 		if !fn.plan.Autoscaled || rising <= smoothed {
 			continue
 		}
-		d := scheduler.Autoscale(c.autoscaleInput(fn, now, fn.rate.Rate(), rising), c.opts.Autoscale)
+		in := c.autoscaleInput(fn, now, fn.rate.Rate(), rising)
+		in.RiseConfirmed = fn.rise.RiseConfirmed()
+		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if len(d.Promote)+len(d.Add) == 0 {
 			continue
 		}
@@ -168,13 +173,18 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		}
 		fn.lastUp = now
 	}
+	added := 0
 	for _, cfg := range d.Add {
-		if !c.promote(fn, cfg, true, now) {
-			c.addPending(fn, cfg, now)
+		if !c.promote(fn, cfg, true, now) && !c.addReplica(fn, cfg, d.Tentative, now, res) {
+			continue // tentative, and no GPU in use has room
 		}
 		fn.lastUp = now
+		added++
 	}
-	if len(d.Promote)+len(d.Add) > 0 {
+	if len(d.Promote)+added+len(d.Remove) == 0 {
+		return
+	}
+	if len(d.Promote)+added > 0 {
 		fn.scaledUp++
 	}
 	if len(d.Remove) > 0 {
@@ -182,7 +192,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	fn.desired = c.serving(fn)
 	fn.lastScale = d.Reason
-	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + added, Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }
 

@@ -76,6 +76,10 @@ type AutoscaleInput struct {
 	// right-sized replicas and brings back only a warm one of the slice
 	// it chose (the backend's exact match).
 	Warm []ReplicaCapacity
+	// RiseConfirmed: the interval before the one Rising was read on was
+	// a rise too (RateEstimator.RiseConfirmed). A scale-up that only an
+	// unconfirmed rise calls for is Tentative (Decision).
+	RiseConfirmed bool
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -117,6 +121,17 @@ type Decision struct {
 	Add     []SliceConfig
 	Remove  []string
 	Reason  string
+	// Tentative marks adds that only a rise seen on one interval calls
+	// for (the smoothed rate and the backlog are served): the backend
+	// adds them only where a GPU already in use has room. A steady rate
+	// passes the rise test once in about 740 intervals, and with a few
+	// functions and a 250-ms Rise pass that is a false rise every minute
+	// or so; opening a GPU for one holds it for a minute or more (the
+	// cool-downs, the warm lifetime, consolidation's hold). A rise that
+	// lasts shows on the next interval too, and the next decision is
+	// firm: a step waits one interval longer for a new GPU, never for
+	// room on the GPUs in use.
+	Tentative bool
 }
 
 // Empty reports a decision that changes nothing.
@@ -195,6 +210,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
 			room--
 		}
+		if len(d.Add) > 0 && n >= floor {
+			d.Tentative = sz.serves(live[:n], firmRate(in)*opts.Headroom+drain)
+		}
 		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
 			if in.SLO > 0 {
@@ -206,6 +224,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live[:n]))
 			if len(d.Promote) > 0 {
 				d.Reason += fmt.Sprintf(": %d warm back", len(d.Promote))
+			}
+			if d.Tentative {
+				d.Reason += " (tentative: a rise seen once, on GPUs in use only)"
 			}
 		}
 		return d
@@ -254,6 +275,15 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		return d
 	}
 	return Decision{}
+}
+
+// firmRate is the rate a scale-up may open a GPU for: the smoothed rate,
+// or a rise seen on two intervals in a row.
+func firmRate(in AutoscaleInput) float64 {
+	if in.RiseConfirmed {
+		return max(in.Rate, in.Rising)
+	}
+	return in.Rate
 }
 
 // byEfficiency is rs, the most capacity per cost first; among equals the
@@ -495,6 +525,8 @@ type RateEstimator struct {
 	started     bool
 	// inst and dt are the last interval's own rate and length.
 	inst, dt float64
+	// roseBefore: the interval before the last was a rise (Rising).
+	roseBefore bool
 }
 
 // Observe feeds the counter's value at now and returns the smoothed rate.
@@ -507,6 +539,7 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 	if dt <= 0 {
 		return e.rate
 	}
+	e.roseBefore = e.Rising() > e.rate
 	inst := float64(count-e.count) / dt
 	hl := e.HalfLife.Seconds()
 	if hl <= 0 {
@@ -575,6 +608,14 @@ func poissonTail(mu, n float64) float64 {
 
 // Rate is the last smoothed rate.
 func (e *RateEstimator) Rate() float64 { return e.rate }
+
+// RiseConfirmed reports whether the last interval is a rise (Rising
+// above Rate) and the one before it was too: two intervals that do not
+// overlap, so a steady rate passes it about risingFalseAlarm^2 of the
+// time, while a step that lasts passes it an interval after it shows.
+func (e *RateEstimator) RiseConfirmed() bool {
+	return e.roseBefore && e.Rising() > e.rate
+}
 
 // RisingLow is Rising's rate less its count's noise: where the last
 // interval is a rise, the rate its count shows with a deviation taken off
