@@ -99,3 +99,58 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 		})
 	}
 }
+
+// A new function's first rate estimates average a second or two, and a
+// chance high one is no peak it has come off: it is not bursty (which
+// would keep its spare replicas from the scale-down margin and its
+// replicas from merges). A rate that really fell from a busy spell is.
+func TestStartIsNoBurst(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		counts []uint64 // requests each second after the first
+		bursty bool
+	}{
+		{"a high first second, then steady", append([]uint64{16}, repeat(10, 20)...), false},
+		{"steady", repeat(10, 21), false},
+		{"a minute at 30 req/s, then 10", append(repeat(30, 60), repeat(10, 40)...), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{Profiles: store})
+			spec := scheduler.Function{
+				Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
+				GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
+				Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
+			}
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			key := Key("openfaas-fn", "rn")
+			l := Load{Requests: 10, LastRequest: t0.Add(time.Second)}
+			c.ObserveLoad(key, l)
+			c.Tick(t0.Add(time.Second))
+			for i, n := range tt.counts {
+				now := t0.Add(time.Duration(i+2) * time.Second)
+				l.Requests += n
+				l.LastRequest = now
+				c.ObserveLoad(key, l)
+				c.Tick(now)
+			}
+			if got := c.functions[key].burst.Bursty(); got != tt.bursty {
+				t.Errorf("bursty %v, want %v", got, tt.bursty)
+			}
+		})
+	}
+}
+
+func repeat(n uint64, k int) []uint64 {
+	out := make([]uint64, k)
+	for i := range out {
+		out[i] = n
+	}
+	return out
+}

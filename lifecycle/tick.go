@@ -57,7 +57,9 @@ func (c *Core) Tick(now time.Time) Result {
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
 		fn.burst.Window = c.opts.WarmTTL
-		fn.burst.Observe(now, rate)
+		// The rate less its error: a new function's first estimates
+		// (the average of a second or two) are no peak to come off.
+		fn.burst.Observe(now, max(rate-fn.rate.Error(), 0))
 		c.cancelStuckReplacements(fn, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
@@ -130,6 +132,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 	in := scheduler.AutoscaleInput{
 		Now: now, Rate: rate, Rising: rising, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
+		RateError: fn.rate.Error(), Bursty: fn.burst.Bursty(),
 	}
 	if fn.plan.Autoscaled && !c.opts.Autoscale.NoQueueing {
 		in.SLO = fn.plan.Request.SLO
@@ -141,7 +144,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			// Its replicas' time spent loading models is demand too.
 			in.Configs = menu
 			f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
-			in.Rate, in.Rising = in.Rate*f, in.Rising*f
+			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
 		}
 	}
 	// A replica being replaced counts once, as its replacement: the
@@ -212,6 +215,8 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		Now: now, Rate: in.Rate, Backlog: in.Backlog, Policy: in.Policy, Replicas: in.Replicas,
 		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
+		// A bursty function's replicas are its next burst's capacity.
+		MemoryShort: c.memoryShort(fn) && !in.Bursty,
 	}, c.opts.Autoscale)
 	if !ok {
 		return

@@ -80,6 +80,20 @@ type AutoscaleInput struct {
 	// a rise too (RateEstimator.RiseConfirmed). A scale-up that only an
 	// unconfirmed rise calls for is Tentative (Decision).
 	RiseConfirmed bool
+	// RateError is the standard error of Rate (RateEstimator.Error): a
+	// scale-down leaves replicas that serve the demand plus it, so that
+	// the estimate's own wandering does not remove a replica that the
+	// next upward wander adds back (with scale-ups at capacity < demand
+	// and scale-downs at capacity = demand, a function whose load sits
+	// near a replica's edge flapped every cool-down, and where the GPUs
+	// in use were full, each flap opened another). Not for a Bursty
+	// function: its spare replicas go to warm ones, the next burst's
+	// capacity, and holding them in service only trades those for
+	// resizes, whose replaced replicas are stopped.
+	RateError float64
+	// Bursty: the function's rate now is well below its recent peak
+	// (RateHistory.Bursty).
+	Bursty bool
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -248,7 +262,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if left <= floor {
 				break
 			}
-			if rest := without(live, r.Config); sz.serves(rest, demand) {
+			if rest := without(live, r.Config); sz.serves(rest, demand+downMargin(in)*opts.Headroom) {
 				live = rest
 				d.Remove = append(d.Remove, r.ID)
 				left--
@@ -275,6 +289,15 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		return d
 	}
 	return Decision{}
+}
+
+// downMargin is what a scale-down leaves above the demand (see
+// AutoscaleInput.RateError).
+func downMargin(in AutoscaleInput) float64 {
+	if in.Bursty {
+		return 0
+	}
+	return max(in.RateError, 0)
 }
 
 // firmRate is the rate a scale-up may open a GPU for: the smoothed rate,
@@ -527,6 +550,9 @@ type RateEstimator struct {
 	inst, dt float64
 	// roseBefore: the interval before the last was a rise (Rising).
 	roseBefore bool
+	// sq is the sum of the intervals' squared weights (as in raw), each
+	// over its length: raw's variance per unit of a Poisson rate.
+	sq float64
 }
 
 // Observe feeds the counter's value at now and returns the smoothed rate.
@@ -548,6 +574,7 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 	alpha := 1 - math.Exp2(-dt/hl)
 	e.raw += alpha * (inst - e.raw)
 	e.weight += alpha * (1 - e.weight)
+	e.sq = (1-alpha)*(1-alpha)*e.sq + alpha*alpha/dt
 	e.rate = e.raw / e.weight
 	e.last, e.count = now, count
 	e.inst, e.dt = inst, dt
@@ -608,6 +635,19 @@ func poissonTail(mu, n float64) float64 {
 
 // Rate is the last smoothed rate.
 func (e *RateEstimator) Rate() float64 { return e.rate }
+
+// Error is the standard error of Rate were the requests Poisson at that
+// rate: the average weighs each interval's count, whose variance is the
+// rate over the interval's length, so a new estimator's is large (one
+// second at 10 req/s: 3.2 req/s) and a settled one's is sqrt(rate x
+// alpha / (2 - alpha)) (10 req/s over 1-s intervals, a 10-s half-life:
+// 0.59 req/s). 0 before a rate is known.
+func (e *RateEstimator) Error() float64 {
+	if e.weight <= 0 || e.rate <= 0 {
+		return 0
+	}
+	return math.Sqrt(e.rate*e.sq) / e.weight
+}
 
 // RiseConfirmed reports whether the last interval is a rise (Rising
 // above Rate) and the one before it was too: two intervals that do not
