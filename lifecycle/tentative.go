@@ -20,9 +20,12 @@ func (c *Core) addReplica(fn *function, cfg scheduler.SliceConfig, tentative boo
 		return true
 	}
 	r.tentative = true
+	tried := len(res.Decisions)
 	placed := c.placeOne(fn, r, map[string]map[string]bool{}, now, res) == placedOne
 	r.tentative = false
 	if !placed {
+		// Never pending: not counted as a placement left waiting.
+		res.Decisions = res.Decisions[:tried]
 		fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 		delete(c.replicas, r.id)
 		return false

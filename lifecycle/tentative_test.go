@@ -78,10 +78,16 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 				t.Fatalf("%d replicas at the steady rate, want 1", len(before.Live))
 			}
 			// 30 requests in a quarter of a second: 120 req/s.
+			var res Result
 			for i := 1; i <= tt.rises; i++ {
 				l.Requests += 30
 				c.ObserveLoad(key, l)
-				c.Rise(now.Add(time.Duration(i) * 250 * time.Millisecond))
+				res = c.Rise(now.Add(time.Duration(i) * 250 * time.Millisecond))
+			}
+			for _, d := range res.Decisions {
+				if d.Err != nil {
+					t.Errorf("placement of %s reported pending (%v): a tentative replica that fits nowhere is not added", d.Replica, d.Err)
+				}
 			}
 			after, _ := c.Function(key)
 			if got := len(after.Live) > 1; got != tt.added {
