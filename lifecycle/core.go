@@ -196,6 +196,9 @@ type replica struct {
 	// standby: started out of service, in fn.warm from its placement
 	// (standby.go); Starting until ready, then Warm. A promotion ends it.
 	standby bool
+	// tentative: added for a tentative scale-up (scheduler.Decision), so
+	// placed only on a GPU already in use, at once (addReplica).
+	tentative bool
 }
 
 // New makes a core for inv; c is the model cache placement reads (nil: a

@@ -198,3 +198,20 @@ func needsSuccessor(fn *function, r *replica) bool {
 	}
 	return true
 }
+
+// memoryShort reports whether a GPU holding one of fn's replicas has less
+// memory free than one more replica of fn takes (warm replicas' memory
+// counted as used), so a resize or a scale-up of fn cannot be placed
+// there (scheduler.ResizeInput.MemoryShort).
+func (c *Core) memoryShort(fn *function) bool {
+	for _, r := range fn.live {
+		if r.placement == nil || len(r.placement.GPUs) != 1 {
+			continue
+		}
+		used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0])
+		if ok && capacity-used < r.placement.Slice.MemoryBytes {
+			return true
+		}
+	}
+	return false
+}

@@ -57,7 +57,9 @@ func (c *Core) Tick(now time.Time) Result {
 	for _, fn := range c.order {
 		rate := fn.rate.Observe(fn.load.Requests, now)
 		fn.burst.Window = c.opts.WarmTTL
-		fn.burst.Observe(now, rate)
+		// The rate less its error: a new function's first estimates
+		// (the average of a second or two) are no peak to come off.
+		fn.burst.Observe(now, max(rate-fn.rate.Error(), 0))
 		c.cancelStuckReplacements(fn, now)
 		if !fn.plan.Autoscaled && !fn.spec.Scale.Zero {
 			continue
@@ -67,6 +69,9 @@ func (c *Core) Tick(now time.Time) Result {
 			c.observeMix(fn, now)
 		}
 		in := c.autoscaleInput(fn, now, rate, fn.rate.Rising())
+		// Confirmed on two ticks, or on the last two of the short
+		// intervals the Rise pass reads (fn.rise sees this tick's too).
+		in.RiseConfirmed = fn.rate.RiseConfirmed() || fn.rise.RiseConfirmed()
 		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
 			over[fn.key] = true
 		}
@@ -109,7 +114,9 @@ func (c *Core) Rise(now time.Time) Result {
 		if !fn.plan.Autoscaled || rising <= smoothed {
 			continue
 		}
-		d := scheduler.Autoscale(c.autoscaleInput(fn, now, fn.rate.Rate(), rising), c.opts.Autoscale)
+		in := c.autoscaleInput(fn, now, fn.rate.Rate(), rising)
+		in.RiseConfirmed = fn.rise.RiseConfirmed()
+		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if len(d.Promote)+len(d.Add) == 0 {
 			continue
 		}
@@ -126,6 +133,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 	in := scheduler.AutoscaleInput{
 		Now: now, Rate: rate, Rising: rising, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
+		RateError: fn.rate.Error(), Bursty: fn.burst.Bursty(),
 	}
 	if fn.plan.Autoscaled && !c.opts.Autoscale.NoQueueing {
 		in.SLO = fn.plan.Request.SLO
@@ -137,7 +145,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			// Its replicas' time spent loading models is demand too.
 			in.Configs = menu
 			f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
-			in.Rate, in.Rising = in.Rate*f, in.Rising*f
+			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
 		}
 	}
 	// A replica being replaced counts once, as its replacement: the
@@ -171,13 +179,18 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		}
 		fn.lastUp = now
 	}
+	added := 0
 	for _, cfg := range d.Add {
-		if !c.promote(fn, cfg, true, now) {
-			c.addPending(fn, cfg, now)
+		if !c.promote(fn, cfg, true, now) && !c.addReplica(fn, cfg, d.Tentative, now, res) {
+			continue // tentative, and no GPU in use has room
 		}
 		fn.lastUp = now
+		added++
 	}
-	if len(d.Promote)+len(d.Add) > 0 {
+	if len(d.Promote)+added+len(d.Remove) == 0 {
+		return
+	}
+	if len(d.Promote)+added > 0 {
 		fn.scaledUp++
 	}
 	if len(d.Remove) > 0 {
@@ -185,7 +198,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	fn.desired = c.serving(fn)
 	fn.lastScale = d.Reason
-	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + len(d.Add), Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + added, Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 }
 
@@ -205,6 +218,8 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		Now: now, Rate: in.Rate, Backlog: in.Backlog, Policy: in.Policy, Replicas: in.Replicas,
 		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
+		// A bursty function's replicas are its next burst's capacity.
+		MemoryShort: c.memoryShort(fn) && !in.Bursty,
 	}, c.opts.Autoscale)
 	if !ok {
 		return

@@ -76,6 +76,24 @@ type AutoscaleInput struct {
 	// right-sized replicas and brings back only a warm one of the slice
 	// it chose (the backend's exact match).
 	Warm []ReplicaCapacity
+	// RiseConfirmed: the interval before the one Rising was read on was
+	// a rise too (RateEstimator.RiseConfirmed). A scale-up that only an
+	// unconfirmed rise calls for is Tentative (Decision).
+	RiseConfirmed bool
+	// RateError is the standard error of Rate (RateEstimator.Error): a
+	// scale-down leaves replicas that serve the demand plus it, so that
+	// the estimate's own wandering does not remove a replica that the
+	// next upward wander adds back (with scale-ups at capacity < demand
+	// and scale-downs at capacity = demand, a function whose load sits
+	// near a replica's edge flapped every cool-down, and where the GPUs
+	// in use were full, each flap opened another). Not for a Bursty
+	// function: its spare replicas go to warm ones, the next burst's
+	// capacity, and holding them in service only trades those for
+	// resizes, whose replaced replicas are stopped.
+	RateError float64
+	// Bursty: the function's rate now is well below its recent peak
+	// (RateHistory.Bursty).
+	Bursty bool
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -117,6 +135,17 @@ type Decision struct {
 	Add     []SliceConfig
 	Remove  []string
 	Reason  string
+	// Tentative marks adds that only a rise seen on one interval calls
+	// for (the smoothed rate and the backlog are served): the backend
+	// adds them only where a GPU already in use has room. A steady rate
+	// passes the rise test once in about 740 intervals, and with a few
+	// functions and a 250-ms Rise pass that is a false rise every minute
+	// or so; opening a GPU for one holds it for a minute or more (the
+	// cool-downs, the warm lifetime, consolidation's hold). A rise that
+	// lasts shows on the next interval too, and the next decision is
+	// firm: a step waits one interval longer for a new GPU, never for
+	// room on the GPUs in use.
+	Tentative bool
 }
 
 // Empty reports a decision that changes nothing.
@@ -195,6 +224,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
 			room--
 		}
+		if len(d.Add) > 0 && n >= floor {
+			d.Tentative = sz.serves(live[:n], firmRate(in)*opts.Headroom+drain)
+		}
 		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
 			if in.SLO > 0 {
@@ -206,6 +238,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			d.Reason += fmt.Sprintf(" > capacity %.1f req/s", sz.poolCapacity(live[:n]))
 			if len(d.Promote) > 0 {
 				d.Reason += fmt.Sprintf(": %d warm back", len(d.Promote))
+			}
+			if d.Tentative {
+				d.Reason += " (tentative: a rise seen once, on GPUs in use only)"
 			}
 		}
 		return d
@@ -227,7 +262,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			if left <= floor {
 				break
 			}
-			if rest := without(live, r.Config); sz.serves(rest, demand) {
+			if rest := without(live, r.Config); sz.serves(rest, demand+downMargin(in)*opts.Headroom) {
 				live = rest
 				d.Remove = append(d.Remove, r.ID)
 				left--
@@ -254,6 +289,24 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		return d
 	}
 	return Decision{}
+}
+
+// downMargin is what a scale-down leaves above the demand (see
+// AutoscaleInput.RateError).
+func downMargin(in AutoscaleInput) float64 {
+	if in.Bursty {
+		return 0
+	}
+	return max(in.RateError, 0)
+}
+
+// firmRate is the rate a scale-up may open a GPU for: the smoothed rate,
+// or a rise seen on two intervals in a row.
+func firmRate(in AutoscaleInput) float64 {
+	if in.RiseConfirmed {
+		return max(in.Rate, in.Rising)
+	}
+	return in.Rate
 }
 
 // byEfficiency is rs, the most capacity per cost first; among equals the
@@ -495,6 +548,11 @@ type RateEstimator struct {
 	started     bool
 	// inst and dt are the last interval's own rate and length.
 	inst, dt float64
+	// roseBefore: the interval before the last was a rise (Rising).
+	roseBefore bool
+	// sq is the sum of the intervals' squared weights (as in raw), each
+	// over its length: raw's variance per unit of a Poisson rate.
+	sq float64
 }
 
 // Observe feeds the counter's value at now and returns the smoothed rate.
@@ -507,6 +565,7 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 	if dt <= 0 {
 		return e.rate
 	}
+	e.roseBefore = e.Rising() > e.rate
 	inst := float64(count-e.count) / dt
 	hl := e.HalfLife.Seconds()
 	if hl <= 0 {
@@ -515,6 +574,7 @@ func (e *RateEstimator) Observe(count uint64, now time.Time) float64 {
 	alpha := 1 - math.Exp2(-dt/hl)
 	e.raw += alpha * (inst - e.raw)
 	e.weight += alpha * (1 - e.weight)
+	e.sq = (1-alpha)*(1-alpha)*e.sq + alpha*alpha/dt
 	e.rate = e.raw / e.weight
 	e.last, e.count = now, count
 	e.inst, e.dt = inst, dt
@@ -575,6 +635,27 @@ func poissonTail(mu, n float64) float64 {
 
 // Rate is the last smoothed rate.
 func (e *RateEstimator) Rate() float64 { return e.rate }
+
+// Error is the standard error of Rate were the requests Poisson at that
+// rate: the average weighs each interval's count, whose variance is the
+// rate over the interval's length, so a new estimator's is large (one
+// second at 10 req/s: 3.2 req/s) and a settled one's is sqrt(rate x
+// alpha / (2 - alpha)) (10 req/s over 1-s intervals, a 10-s half-life:
+// 0.59 req/s). 0 before a rate is known.
+func (e *RateEstimator) Error() float64 {
+	if e.weight <= 0 || e.rate <= 0 {
+		return 0
+	}
+	return math.Sqrt(e.rate*e.sq) / e.weight
+}
+
+// RiseConfirmed reports whether the last interval is a rise (Rising
+// above Rate) and the one before it was too: two intervals that do not
+// overlap, so a steady rate passes it about risingFalseAlarm^2 of the
+// time, while a step that lasts passes it an interval after it shows.
+func (e *RateEstimator) RiseConfirmed() bool {
+	return e.roseBefore && e.Rising() > e.rate
+}
 
 // RisingLow is Rising's rate less its count's noise: where the last
 // interval is a rise, the rate its count shows with a deviation taken off

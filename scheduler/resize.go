@@ -36,6 +36,11 @@ type ResizeInput struct {
 	// The last scale-up, scale-down and resize: the cool-down runs from
 	// the latest.
 	LastScaleUp, LastScaleDown, LastResize time.Time
+	// MemoryShort: a GPU holding one of the replicas has less memory free
+	// than one more replica of the function takes. A merge that frees
+	// memory is then worth its start-up even where it saves little of
+	// the cost (see Resize).
+	MemoryShort bool
 }
 
 // Replacement is a resize: one new replica of New replaces the replicas
@@ -123,7 +128,20 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 			continue
 		}
 		saving := costSet - sz.cost(c)
-		if saving < ResizeMinSaving*costSet || saving <= bestSaving+1e-9 {
+		if saving < ResizeMinSaving*costSet {
+			// Where memory is short, a merge into a slice no larger than
+			// their SM together frees the memory of all but one, which
+			// the cost of each hides where SM sets it: 10 % and 15 % of
+			// a model of 12 % of a GPU's memory cost 12 + 15, one 25 %
+			// slice 25, yet the two hold twice its memory, which a full
+			// GPU lacks for any other replica or move.
+			freed := float64(len(set)-1) * in.MemoryPercent
+			if !in.MemoryShort || len(set) < 2 || c.SMPercent > smOf(set) || saving < 0 || freed < ResizeMinSaving*costSet {
+				continue
+			}
+			saving = freed
+		}
+		if saving <= bestSaving+1e-9 {
 			continue
 		}
 		bestSaving = saving
@@ -139,4 +157,13 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 			what, in.Rate, ResizeMargin, c.SMPercent, c.Batch, sz.cost(c), costSet)
 	}
 	return best, len(best.Old) > 0
+}
+
+// smOf is the SM % replicas rs take together.
+func smOf(rs []ReplicaCapacity) int {
+	n := 0
+	for _, r := range rs {
+		n += r.Config.SMPercent
+	}
+	return n
 }
