@@ -132,9 +132,14 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 	if !(eps > 0 && eps < 1) {
 		eps = 1 - DefaultSLOQuantile
 	}
-	apart := 0.0
-	for _, c := range cs {
-		apart += QueueCapacity(c, slo, quantile)
+	// A plan's pools are mostly copies of one slice (plus): its capacity
+	// is worked out once per run of equal slices, summed in the same order.
+	apart, capacity := 0.0, 0.0
+	for i, c := range cs {
+		if i == 0 || c != cs[i-1] {
+			capacity = QueueCapacity(c, slo, quantile)
+		}
+		apart += capacity
 	}
 	if apart >= rate {
 		return true
@@ -233,3 +238,4 @@ func PoolCapacity(cs []SliceConfig, slo time.Duration, quantile float64) float64
 // GPU were busy. FaST-GShare's slide 17 puts it near 0.25
 // (docs/evaluation.md, "Calibration on slide 17").
 const Interference = 0.25
+
