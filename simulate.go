@@ -147,8 +147,8 @@ func simulateCmd(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintln(stdout, lb)
 			for _, r := range results {
-				fmt.Fprintf(stdout, "  %-12s %6.0f GPU-s: x%.2f the SM-only bound, x%.2f the whole-GPU bound\n",
-					r.Policy, r.GPUSeconds, r.GPUSeconds/lb.SMGPUSeconds, r.GPUSeconds/lb.WholeGPUSeconds)
+				fmt.Fprintf(stdout, "  %-12s %6.0f GPU-s: x%.2f the SM-only bound, x%.2f the whole-GPU bound, x%.2f the queueing bound (whole GPUs)\n",
+					r.Policy, r.GPUSeconds, r.GPUSeconds/lb.SMGPUSeconds, r.GPUSeconds/lb.WholeGPUSeconds, r.GPUSeconds/lb.QueueWholeGPUSeconds)
 			}
 		}
 	}
@@ -176,7 +176,10 @@ type suiteRow struct {
 	violations       float64
 	gpuSeconds       float64
 	bound            float64 // whole-GPU packing bound, GPU-s; 0: not computed
-	p99              float64
+	// queueBound is the queueing-aware bound in whole GPUs (sim.LowerBound's
+	// QueueWholeGPUSeconds), GPU-s; 0 or NaN: not computed.
+	queueBound float64
+	p99        float64
 }
 
 // simulateSuite runs every workload of -suite and prints one line per
@@ -215,14 +218,18 @@ func simulateSuite(f *simulateFlags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("simulate %s: %w", spec.Name, err)
 		}
-		bound := 0.0
+		bound, queueBound := 0.0, 0.0
 		if lb, err := sim.ComputeLowerBound(wl, cat, product, inv.Devices()[0].MemoryBytes, opts.MaxBatch, 0); err == nil {
-			bound = lb.WholeGPUSeconds
+			bound, queueBound = lb.WholeGPUSeconds, lb.QueueWholeGPUSeconds
+			if lb.QueueErr != nil {
+				fmt.Fprintf(stderr, "%s: queueing-aware bound not computed: %v\n", spec.Name, lb.QueueErr)
+			}
 		} else {
 			fmt.Fprintf(stderr, "%s: packing lower bound not computed: %v\n", spec.Name, err)
 		}
 		for _, r := range results {
-			rows = append(rows, suiteRow{workload: spec.Name, policy: r.Policy, violations: r.SLOViolations, gpuSeconds: r.GPUSeconds, bound: bound, p99: r.P99})
+			rows = append(rows, suiteRow{workload: spec.Name, policy: r.Policy, violations: r.SLOViolations, gpuSeconds: r.GPUSeconds,
+				bound: bound, queueBound: queueBound, p99: r.P99})
 		}
 	}
 	writeSuiteTable(stdout, rows)
@@ -252,33 +259,59 @@ func (r suiteRow) times() float64 {
 	return r.gpuSeconds / r.bound
 }
 
+// queueTimes is GPU-seconds over the queueing-aware bound (NaN: none).
+func (r suiteRow) queueTimes() float64 {
+	if !(r.queueBound > 0) {
+		return math.NaN()
+	}
+	return r.gpuSeconds / r.queueBound
+}
+
+// writeSuiteTable prints the suite's table. Scripts read its rows by
+// position (SLO violations in field 4, x whole-GPU bound in field 7 of a
+// '|'-split row): new columns go at the end.
 func writeSuiteTable(w io.Writer, rows []suiteRow) {
-	fmt.Fprintf(w, "| workload | policy | SLO viol %% | p99 ms | GPU-s | x whole-GPU bound |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| workload | policy | SLO viol %% | p99 ms | GPU-s | x whole-GPU bound | x queueing bound |\n|---|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %.2f | %.1f | %.0f | %.2f |\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.times())
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.1f | %.0f | %.2f | %.2f |\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.times(), r.queueTimes())
 	}
 	for _, pol := range uniquePolicies(rows) {
-		var times []float64
+		var times, queue []float64
 		worst, over := 0.0, 0
 		for _, r := range rows {
 			if r.policy != pol {
 				continue
 			}
 			times = append(times, r.times())
+			queue = append(queue, r.queueTimes())
 			worst = max(worst, r.violations)
 			if r.violations > 1 {
 				over++
 			}
 		}
-		fmt.Fprintf(w, "%s: %d of %d workloads above 1 %% violations (worst %.2f %%); x bound median %.2f, max %.2f\n",
-			pol, over, len(times), worst, median(times), slices.Max(times))
+		fmt.Fprintf(w, "%s: %d of %d workloads above 1 %% violations (worst %.2f %%); x bound median %.2f, max %.2f, %d above 1.3, %d above 1.6; x queueing bound median %.2f, max %.2f, %d above 1.3, %d above 1.6\n",
+			pol, over, len(times), worst, median(times), slices.Max(times), above(times, 1.3), above(times, 1.6),
+			median(queue), slices.Max(queue), above(queue, 1.3), above(queue, 1.6))
 	}
 }
 
+// above counts the xs above limit (NaN is not).
+func above(xs []float64, limit float64) int {
+	n := 0
+	for _, x := range xs {
+		if x > limit {
+			n++
+		}
+	}
+	return n
+}
+
+// writeSuiteCSV writes the table's rows; columns are only ever appended,
+// for scripts that read them by position.
 func writeSuiteCSV(w io.Writer, rows []suiteRow) {
-	fmt.Fprintln(w, "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound")
+	fmt.Fprintln(w, "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,queue_bound_seconds,x_queue_bound")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s,%s,%.3f,%.2f,%.1f,%.1f,%.3f\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.bound, r.times())
+		fmt.Fprintf(w, "%s,%s,%.3f,%.2f,%.1f,%.1f,%.3f,%.1f,%.3f\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.bound, r.times(), r.queueBound, r.queueTimes())
 	}
 }
 

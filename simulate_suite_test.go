@@ -49,4 +49,28 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[1], "h15-light-load,faas-gpu,") {
 		t.Errorf("CSV = %q, want a header and one row", csv)
 	}
+	// Scripts read the table and the CSV by position: the queueing-aware
+	// bound's columns come after the ones before it.
+	const oldHeader = "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,"
+	if !strings.HasPrefix(lines[0], oldHeader) || !strings.HasSuffix(lines[0], ",queue_bound_seconds,x_queue_bound") {
+		t.Errorf("CSV header = %q, want %q and then the queueing bound's columns", lines[0], oldHeader)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "| workload ") && !strings.HasPrefix(line, "| h15") {
+			continue
+		}
+		fields := strings.Split(line, "|")
+		if len(fields) != 9 {
+			t.Errorf("%q: %d fields, want 9", line, len(fields))
+			continue
+		}
+		// awk -F'|' counts from 1: SLO violations are $4, x bound $7.
+		if strings.HasPrefix(line, "| workload ") && (strings.TrimSpace(fields[3]) != "SLO viol %" ||
+			strings.TrimSpace(fields[6]) != "x whole-GPU bound" || strings.TrimSpace(fields[7]) != "x queueing bound") {
+			t.Errorf("header %q: want SLO viol %% as awk's $4, x whole-GPU bound as $7, x queueing bound as $8", line)
+		}
+	}
+	if !strings.Contains(out.String(), "x queueing bound median") {
+		t.Errorf("the summary lacks the queueing bound:\n%s", out.String())
+	}
 }

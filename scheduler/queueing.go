@@ -132,9 +132,14 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 	if !(eps > 0 && eps < 1) {
 		eps = 1 - DefaultSLOQuantile
 	}
-	apart := 0.0
-	for _, c := range cs {
-		apart += QueueCapacity(c, slo, quantile)
+	// A plan's pools are mostly copies of one slice (plus): its capacity
+	// is worked out once per run of equal slices, summed in the same order.
+	apart, capacity := 0.0, 0.0
+	for i, c := range cs {
+		if i == 0 || c != cs[i-1] {
+			capacity = QueueCapacity(c, slo, quantile)
+		}
+		apart += capacity
 	}
 	if apart >= rate {
 		return true
@@ -233,3 +238,34 @@ func PoolCapacity(cs []SliceConfig, slo time.Duration, quantile float64) float64
 // GPU were busy. FaST-GShare's slide 17 puts it near 0.25
 // (docs/evaluation.md, "Calibration on slide 17").
 const Interference = 0.25
+
+// PlanFromZero is the set of replicas Autoscale starts for a function
+// that has none, at a steady rate (req/s) with SLO slo: the pool of least
+// total cost (the larger of SM % and memoryPercent, per replica) over the
+// slices of configs that carry load at the SLO's quantile, found by the
+// autoscaler's own search (fill: for each slice the fewest copies that
+// hold the SLO as a pool, the cheapest of those, the last copy
+// right-sized), at most maxReplicas of them, then the cheapest slice until
+// there are minReplicas (at least one; at a rate of 0, all there is). With
+// slo 0 it plans for the rate itself, without Autoscale's headroom. It is
+// exported for the
+// simulator's queueing-aware lower bound (sim.LowerBound), which prices a
+// window's load with the plan the autoscaler would make for it, so that
+// the bound and the policy share one model (docs/evaluation.md, "A
+// queueing-aware bound"). nil: no slice carries load at the SLO.
+func PlanFromZero(configs []SliceConfig, rate float64, slo time.Duration, quantile, memoryPercent float64, minReplicas, maxReplicas int) []SliceConfig {
+	sz := newSizer(slo, quantile, memoryPercent)
+	menu := sz.menu(configs)
+	if len(menu) == 0 {
+		return nil
+	}
+	best := mostEfficient(menu, sz.capOf, sz.cost)
+	var out []SliceConfig
+	if rate >= 1e-3 {
+		out = fill(menu, nil, rate, maxReplicas, best, sz)
+	}
+	for len(out) < max(minReplicas, 1) && len(out) < maxReplicas {
+		out = append(out, smallestCovering(menu, 0, best, sz.capOf, sz.cost))
+	}
+	return out
+}

@@ -25,10 +25,37 @@ import (
 //
 // It ignores queueing, start-up and the headroom an autoscaler keeps, so
 // no policy reaches it; the gap says what those cost.
+//
+// The Queue figures are a second, reachable reference beside it (never
+// instead of it): a bound under the project's own queueing model, not
+// under physics. In each window, each function is priced at the replicas
+// scheduler.PlanFromZero gives for the window's measured rate — the pool
+// of least cost (the larger of SM % and memory share, per replica) that
+// the autoscaler's search finds among the slices carrying load at the
+// SLO's p99, holding the SLO as one pool by scheduler.PoolCapacity's model
+// (interference margin included), and at least Function.Min of them. Their
+// SM % and memory are then packed as above: QueueSMGPUSeconds and
+// QueueMemoryGPUSeconds, their larger in each window QueueGPUSeconds, in
+// whole GPUs QueueWholeGPUSeconds. It assumes perfect foresight (each
+// window's rate known at its start), no start-up, no backlog, no headroom
+// beyond the model and perfect packing, so it is what the faas-gpu policy
+// would book if its plan were made for each window's true rate and moved
+// at no cost; what the policy uses above it is its own waste (reacting,
+// warm replicas, packing, resizing late), what lies between it and the
+// whole-GPU bound is the price of the SLO under the model (waiting at a
+// tight SLO, the interference margin). It is exact only as far as the
+// autoscaler's search is: a mixed pool it does not try could be cheaper.
+// A multi-model function is priced, as above, at its first model's
+// profile, with no model loads. QueueErr says why the Queue figures are
+// NaN (a function whose no slice carries load at the SLO's p99).
 type LowerBound struct {
 	Window                                    time.Duration
 	SMGPUSeconds, MemoryGPUSeconds            float64
 	GPUSeconds, WholeGPUSeconds, PeakFraction float64
+
+	QueueSMGPUSeconds, QueueMemoryGPUSeconds float64
+	QueueGPUSeconds, QueueWholeGPUSeconds    float64
+	QueueErr                                 error
 }
 
 // ComputeLowerBound measures rates in windows of window (10 s: the
@@ -40,8 +67,10 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 	type need struct {
 		smPerRPS, memPerRPS float64
 		minSM, minMem       float64 // the floor of Function.Min replicas
+		queue               queuePricer
 	}
 	needs := make([]need, len(wl.Functions))
+	var queueErr error
 	for i, f := range wl.Functions {
 		m, err := cat.model(f.Model, product)
 		if err != nil {
@@ -66,7 +95,11 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 			mem = f.MemoryBytes
 		}
 		floor := float64(f.minReplicas())
-		needs[i] = need{smPerRPS: 1 / bestEff, memPerRPS: float64(mem) / bestT, minSM: floor * float64(smallest), minMem: floor * float64(mem)}
+		needs[i] = need{smPerRPS: 1 / bestEff, memPerRPS: float64(mem) / bestT, minSM: floor * float64(smallest), minMem: floor * float64(mem),
+			queue: newQueuePricer(f, scheduler.ConfigsFromProfile(m.prof, f.SLO, maxBatch), mem, gpuMemory)}
+		if queueErr == nil && len(needs[i].queue.configs) == 0 {
+			queueErr = fmt.Errorf("function %s: no slice of %s carries load within the SLO %s at its p99", f.Name, f.Model, f.SLO)
+		}
 	}
 	windows := int((wl.Duration + window - 1) / window)
 	counts := make([][]int, windows)
@@ -78,15 +111,22 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 			counts[w][a.Fn]++
 		}
 	}
-	lb := LowerBound{Window: window}
+	lb := LowerBound{Window: window, QueueErr: queueErr}
+	plans := planCache{}
 	for w, c := range counts {
 		length := min(window, wl.Duration-time.Duration(w)*window).Seconds()
 		sm, smFloor, memFloor := 0.0, 0.0, 0.0
+		qSM, qMem := 0.0, 0.0
 		for f, n := range c {
 			rate := float64(n) / length
 			sm += rate * needs[f].smPerRPS / 100
 			smFloor += max(rate*needs[f].smPerRPS, needs[f].minSM) / 100
 			memFloor += max(rate*needs[f].memPerRPS, needs[f].minMem) / float64(gpuMemory)
+			if queueErr == nil {
+				s, m := needs[f].queue.price(rate, plans)
+				qSM += s
+				qMem += m
+			}
 		}
 		g := max(smFloor, memFloor)
 		lb.SMGPUSeconds += sm * length
@@ -94,12 +134,80 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		lb.GPUSeconds += g * length
 		lb.WholeGPUSeconds += math.Ceil(g-1e-9) * length
 		lb.PeakFraction = max(lb.PeakFraction, g)
+		q := max(qSM, qMem)
+		lb.QueueSMGPUSeconds += qSM * length
+		lb.QueueMemoryGPUSeconds += qMem * length
+		lb.QueueGPUSeconds += q * length
+		lb.QueueWholeGPUSeconds += math.Ceil(q-1e-9) * length
+	}
+	if queueErr != nil {
+		nan := math.NaN()
+		lb.QueueSMGPUSeconds, lb.QueueMemoryGPUSeconds, lb.QueueGPUSeconds, lb.QueueWholeGPUSeconds = nan, nan, nan, nan
 	}
 	return lb, nil
 }
 
-// String is the line the tool prints under the table.
+// queuePricer prices a function's load for the queueing-aware bound: the
+// SM and memory, in GPUs, of the replicas scheduler.PlanFromZero plans for
+// a rate.
+type queuePricer struct {
+	configs                  []scheduler.SliceConfig
+	slo                      time.Duration
+	memory, gpuMemory        float64
+	minReplicas, maxReplicas int
+	// key names what the plan depends on besides the rate, so that
+	// functions of one model, SLO and scale bounds share their plans.
+	key planKey
+}
+
+// planKey is a plan's identity in planCache; rate is a window's count
+// over its length, and the same counts come back window after window.
+type planKey struct {
+	model                    string
+	slo                      time.Duration
+	memory                   int64
+	minReplicas, maxReplicas int
+	rate                     float64
+}
+
+// planCache holds priced plans (SM, memory in GPUs) for one bound: the
+// scale run's 1,000 functions share a few dozen models.
+type planCache map[planKey][2]float64
+
+func newQueuePricer(f Function, configs []scheduler.SliceConfig, memory, gpuMemory int64) queuePricer {
+	return queuePricer{configs: configs, slo: f.SLO, memory: float64(memory), gpuMemory: float64(gpuMemory),
+		minReplicas: f.minReplicas(), maxReplicas: f.maxReplicas(),
+		key: planKey{model: f.Model, slo: f.SLO, memory: memory, minReplicas: f.minReplicas(), maxReplicas: f.maxReplicas()}}
+}
+
+// memoryPercent is a replica's memory in % of a GPU's, as the autoscaler
+// weighs it (lifecycle's memoryPercent).
+func (q queuePricer) memoryPercent() float64 { return 100 * q.memory / q.gpuMemory }
+
+// price is the SM and memory, in GPUs, of the plan for rate.
+func (q queuePricer) price(rate float64, cache planCache) (sm, memory float64) {
+	key := q.key
+	key.rate = rate
+	if p, ok := cache[key]; ok {
+		return p[0], p[1]
+	}
+	plan := scheduler.PlanFromZero(q.configs, rate, q.slo, scheduler.DefaultSLOQuantile, q.memoryPercent(), q.minReplicas, q.maxReplicas)
+	for _, c := range plan {
+		sm += float64(c.SMPercent) / 100
+	}
+	memory = float64(len(plan)) * q.memory / q.gpuMemory
+	cache[key] = [2]float64{sm, memory}
+	return sm, memory
+}
+
+// String is the line the tool prints under the table, the queueing-aware
+// bound on a second line.
 func (lb LowerBound) String() string {
-	return fmt.Sprintf("packing lower bound: SM only %.0f GPU-s; with memory and min replicas %.0f GPU-s (memory alone %.0f), %.0f GPU-s in whole GPUs per %s window; peak %.2f GPUs",
+	s := fmt.Sprintf("packing lower bound: SM only %.0f GPU-s; with memory and min replicas %.0f GPU-s (memory alone %.0f), %.0f GPU-s in whole GPUs per %s window; peak %.2f GPUs",
 		lb.SMGPUSeconds, lb.GPUSeconds, lb.MemoryGPUSeconds, lb.WholeGPUSeconds, lb.Window, lb.PeakFraction)
+	if lb.QueueErr != nil {
+		return s + "\nqueueing-aware bound: not computed: " + lb.QueueErr.Error()
+	}
+	return s + fmt.Sprintf("\nqueueing-aware bound (the autoscaler's plan for each window's true rate, under its own queueing model): SM %.0f GPU-s, memory %.0f, %.0f GPU-s, %.0f GPU-s in whole GPUs",
+		lb.QueueSMGPUSeconds, lb.QueueMemoryGPUSeconds, lb.QueueGPUSeconds, lb.QueueWholeGPUSeconds)
 }
