@@ -668,6 +668,9 @@ func (a *Allocator) Usage() []GPUUsage {
 
 // Memory is GPU uuid's memory booked and its capacity, without a
 // snapshot of every GPU; ok is false for a GPU not in the inventory.
+// Standbys' memory is not counted: it is free to every placement
+// (Hints.Spare), so it makes neither a GPU short of memory for a resize
+// nor its warm replicas' lifetimes shorter.
 func (a *Allocator) Memory(uuid string) (used, capacity int64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -675,7 +678,7 @@ func (a *Allocator) Memory(uuid string) (used, capacity int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return g.memUsed, g.dev.MemoryBytes, true
+	return g.memUsed - g.spareMem, g.dev.MemoryBytes, true
 }
 
 // Placements lists every booked replica.

@@ -67,6 +67,11 @@ func TestSparePlacement(t *testing.T) {
 	if u := a.Usage()[0]; u.SMAllocated != 60 || !u.Replicas["s"].Idle {
 		t.Fatalf("GPU after the standby: %d%% SM, standby idle %v; want 60 %%, idle", u.SMAllocated, u.Replicas["s"].Idle)
 	}
+	// Its memory is not "used" to a resize's memory check or a warm
+	// lifetime's pressure either.
+	if used, _, _ := a.Memory(busy); used != 2<<30 {
+		t.Fatalf("memory used beside the standby: %d, want a's 2 GiB", used)
+	}
 	// 10 GiB fits on the busy GPU only once the standby goes, and fits on
 	// the empty one as it is: the standby's memory counts as free, so
 	// best fit still picks the busy GPU, and evicts the standby.
