@@ -244,12 +244,8 @@ func (a *Allocator) Place(id string, req gpu.Request, h Hints) (Placement, []str
 	a.book(id, p)
 	if h.Spare {
 		// Its memory only: no SM until it is promoted.
-		b := g.replicas[id]
-		g.smUsed -= b.slice.SMPercent
-		g.idleMem += b.slice.MemoryBytes
-		g.spareMem += b.slice.MemoryBytes
-		b.idle, b.spare = true, true
-		g.replicas[id] = b
+		g.setIdle(id)
+		g.setSpare(id)
 		a.cache.SetIdle(id, h.Now)
 	}
 	return p, evicted, nil
@@ -541,18 +537,31 @@ func (a *Allocator) Demote(id string, now time.Time) error {
 		return ErrUnknownReplica
 	}
 	for _, u := range p.GPUs {
-		g := a.byUUID[u]
-		b := g.replicas[id]
-		if b.idle {
-			continue
-		}
-		g.smUsed -= b.slice.SMPercent
-		g.idleMem += b.slice.MemoryBytes
-		b.idle = true
-		g.replicas[id] = b
+		a.byUUID[u].setIdle(id)
 	}
 	a.cache.SetIdle(id, now)
 	return nil
+}
+
+// setIdle takes booking id's SM share out of g's, keeping its memory.
+func (g *gpuState) setIdle(id string) {
+	b := g.replicas[id]
+	if b.idle {
+		return
+	}
+	g.smUsed -= b.slice.SMPercent
+	g.idleMem += b.slice.MemoryBytes
+	b.idle = true
+	g.replicas[id] = b
+}
+
+// setSpare marks idle booking id a standby's.
+func (g *gpuState) setSpare(id string) {
+	if b := g.replicas[id]; b.idle && !b.spare {
+		b.spare = true
+		g.spareMem += b.slice.MemoryBytes
+		g.replicas[id] = b
+	}
 }
 
 // MarkSpare marks idle replica id's booking a standby's, as Hints.Spare
@@ -566,12 +575,7 @@ func (a *Allocator) MarkSpare(id string) error {
 		return ErrUnknownReplica
 	}
 	for _, u := range p.GPUs {
-		g := a.byUUID[u]
-		if b := g.replicas[id]; b.idle && !b.spare {
-			b.spare = true
-			g.spareMem += b.slice.MemoryBytes
-			g.replicas[id] = b
-		}
+		a.byUUID[u].setSpare(id)
 	}
 	return nil
 }
