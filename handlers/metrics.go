@@ -42,7 +42,7 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		smAllocated:      d("gpu_sm_allocated_percent", "SM % of the GPU given to replicas (MPS active-thread percentages summed).", "node", "gpu"),
 		memAllocated:     d("gpu_memory_allocated_bytes", "GPU memory given to replicas, warm ones included.", "node", "gpu"),
 		memCapacity:      d("gpu_memory_capacity_bytes", "GPU memory.", "node", "gpu"),
-		gpuReplicas:      d("gpu_replicas", "Replicas on the GPU by state.", "node", "gpu", "state"),
+		gpuReplicas:      d("gpu_replicas", "Replicas on the GPU by state: active (in service or starting), idle (warm, scaled down), standby (warm, started for the next rise).", "node", "gpu", "state"),
 		fnReplicas:       d("function_replicas", "Replicas of the function by state: desired, ready, pending, idle (warm).", "function", "namespace", "state"),
 		fnSlice:          d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
 		fnRate:           d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
@@ -87,16 +87,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.smAllocated, float64(g.SMAllocated), n.Name, g.UUID)
 			gauge(c.memAllocated, float64(g.MemoryAllocated), n.Name, g.UUID)
 			gauge(c.memCapacity, float64(g.MemoryBytes), n.Name, g.UUID)
-			active, idle := 0, 0
+			active, idle, standby := 0, 0, 0
 			for _, r := range g.Replicas {
-				if r.Idle {
+				switch {
+				case r.Standby:
+					standby++
+				case r.Idle:
 					idle++
-				} else {
+				default:
 					active++
 				}
 			}
 			gauge(c.gpuReplicas, float64(active), n.Name, g.UUID, "active")
 			gauge(c.gpuReplicas, float64(idle), n.Name, g.UUID, "idle")
+			gauge(c.gpuReplicas, float64(standby), n.Name, g.UUID, "standby")
 		}
 	}
 	for _, f := range rep.Functions {

@@ -302,3 +302,23 @@ faas_gpu_function_slo_seconds{function="slow",namespace="ns"} 1.5
 		t.Fatalf("model load series = %d, want none", n)
 	}
 }
+
+// A GPU's replicas by state: a standby is counted apart from warm replicas
+// scaled down.
+func TestGPUReplicasByState(t *testing.T) {
+	rep := fixedReport{Nodes: []scheduler.NodeReport{{Name: "n", GPUs: []scheduler.GPUReport{{UUID: "g", Replicas: []scheduler.ReplicaReport{
+		{ID: "a-1", Ready: true}, {ID: "a-2"}, {ID: "a-3", Idle: true, Standby: true}, {ID: "b-1", Idle: true},
+	}}}}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(handlers.NewCollector(rep))
+	want := `
+# HELP faas_gpu_gpu_replicas Replicas on the GPU by state: active (in service or starting), idle (warm, scaled down), standby (warm, started for the next rise).
+# TYPE faas_gpu_gpu_replicas gauge
+faas_gpu_gpu_replicas{gpu="g",node="n",state="active"} 2
+faas_gpu_gpu_replicas{gpu="g",node="n",state="idle"} 1
+faas_gpu_gpu_replicas{gpu="g",node="n",state="standby"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "faas_gpu_gpu_replicas"); err != nil {
+		t.Fatal(err)
+	}
+}
