@@ -411,18 +411,20 @@ func (sz sizer) menu(cs []SliceConfig) []SliceConfig {
 
 // fill right-sizes the replicas added to live so that together they hold
 // the SLO at demand, at most room of them: for each slice on the menu,
-// the fewest copies that do (the pool's capacity, see serves), and of
-// those the plan of least total cost — not the slice with the best
-// capacity per cost alone, which at a tight SLO is often a small slice
-// that needs many copies. The last copy is then the cheapest slice that
-// still completes the pool, so each new replica is sized for the load it
-// will carry. Where no slice does within room, room copies of best.
+// the fewest copies that do (the pool's capacity, see serves), the last
+// of them then the cheapest slice that still completes the pool, so each
+// new replica is sized for the load it will carry; and of those plans the
+// one of least total cost — not the slice with the best capacity per cost
+// alone, which at a tight SLO is often a small slice that needs many
+// copies, nor the plan cheapest before its last copy is right-sized (one
+// 30 % replica and two 15 % ones cost the same, and 15 % + 10 % less).
+// Where no slice does within room, room copies of best.
 func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, sz sizer) []SliceConfig {
 	if room <= 0 || sz.serves(live, demand) {
 		return nil
 	}
-	var pick SliceConfig
-	pickK := 0
+	var plan []SliceConfig
+	planCost, planCapacity := 0.0, 0.0
 	for _, c := range menu {
 		if !sz.serves(plus(live, c, room), demand) {
 			continue
@@ -436,21 +438,35 @@ func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, 
 				lo = mid
 			}
 		}
-		if pickK == 0 || float64(hi)*sz.cost(c) < float64(pickK)*sz.cost(pick)-1e-9 ||
-			(math.Abs(float64(hi)*sz.cost(c)-float64(pickK)*sz.cost(pick)) <= 1e-9 && (hi < pickK || hi == pickK && cheaper(c, pick, sz))) {
-			pick, pickK = c, hi
+		p := completed(menu, live, c, hi, demand, sz)
+		cost, capacity := 0.0, 0.0
+		for _, x := range p {
+			cost, capacity = cost+sz.cost(x), capacity+sz.capOf(x)
+		}
+		// At one cost, the more capacity (free headroom, as cheaper
+		// orders slices), then the fewer replicas.
+		if plan == nil || cost < planCost-1e-9 ||
+			math.Abs(cost-planCost) <= 1e-9 && (capacity > planCapacity+1e-9 ||
+				math.Abs(capacity-planCapacity) <= 1e-9 && (len(p) < len(plan) || len(p) == len(plan) && cheaper(p[0], plan[0], sz))) {
+			plan, planCost, planCapacity = p, cost, capacity
 		}
 	}
-	if pickK == 0 {
+	if plan == nil {
 		return plus(nil, best, room)
 	}
-	out := plus(nil, pick, pickK-1)
-	rest := append(plus(live, pick, pickK-1), SliceConfig{})
-	last := pick
-	for _, c := range menu {
-		rest[len(rest)-1] = c
-		if cheaper(c, last, sz) && sz.serves(rest, demand) {
-			last = c
+	return plan
+}
+
+// completed is k copies of c added to live, the last one then the
+// cheapest slice on the menu with which the pool still serves demand.
+func completed(menu, live []SliceConfig, c SliceConfig, k int, demand float64, sz sizer) []SliceConfig {
+	out := plus(nil, c, k-1)
+	rest := append(plus(live, c, k-1), SliceConfig{})
+	last := c
+	for _, x := range menu {
+		rest[len(rest)-1] = x
+		if cheaper(x, last, sz) && sz.serves(rest, demand) {
+			last = x
 		}
 	}
 	return append(out, last)

@@ -179,3 +179,23 @@ func TestRateEstimator(t *testing.T) {
 		t.Fatalf("after one half-life of silence the rate should halve, got %.2f", r)
 	}
 }
+
+// fill right-sizes the last copy of every candidate plan before it
+// compares their costs: one 30 % replica, two 15 % ones and three 10 %
+// ones all cost 30 before it, and 15 % + 10 % (25) serve too.
+func TestFillCompletesEveryCandidate(t *testing.T) {
+	menu := []SliceConfig{
+		{SMPercent: 10, Batch: 1, Throughput: 40},
+		{SMPercent: 15, Batch: 1, Throughput: 60},
+		{SMPercent: 30, Batch: 1, Throughput: 100},
+	}
+	sz := newSizer(0, 0, 0)
+	got := fill(menu, nil, 100, 10, menu[0], sz)
+	cost := 0.0
+	for _, c := range got {
+		cost += sz.cost(c)
+	}
+	if cost != 25 {
+		t.Fatalf("fill for 100 req/s: %+v at cost %.0f, want 15 %% + 10 %% at 25", got, cost)
+	}
+}
