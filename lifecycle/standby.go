@@ -58,10 +58,12 @@ func (c *Core) startStandby(fn *function, cfg scheduler.SliceConfig, now time.Ti
 	r := &replica{id: c.newID(fn.spec.Name()), fn: fn.key, config: cfg, phase: Pending, pendingSince: now.UTC(), standby: true}
 	model := fn.plan.Request.Model
 	p, _, err := c.alloc.Place(r.id, fn.plan.RequestFor(cfg), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, cfg), Spare: true, Avoid: c.freeing})
-	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err})
 	if err != nil {
+		// Not a placement left waiting (it is never added): the next tick
+		// asks again.
 		return false
 	}
+	res.Decisions = append(res.Decisions, Placed{Replica: r.id})
 	r.placement, r.phase = &p, Starting
 	c.replicas[r.id] = r
 	fn.warm = append(fn.warm, r)

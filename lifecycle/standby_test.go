@@ -164,3 +164,44 @@ func TestStandbyRestored(t *testing.T) {
 		t.Fatalf("restored booking %+v, GPU SM %d%%; want idle and spare, the SM of the replica in service only", b, u.SMAllocated)
 	}
 }
+
+// A standby that finds no room is not a placement left pending: it is
+// never added, and the scheduler-decision metrics do not count it.
+func TestStandbyWithoutRoomIsNoPendingPlacement(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(inventory(1, 1), nil, Options{Profiles: store})
+	// 80 % of the SM booked by another function: rn's first replica fits,
+	// its 25 % standby does not.
+	if _, err := c.Deploy(fn("filler", 80, 1, 1, 1), t0); err != nil {
+		t.Fatal(err)
+	}
+	spec := scheduler.Function{
+		Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
+		GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
+		Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
+	}
+	if _, err := c.Deploy(spec, t0); err != nil {
+		t.Fatal(err)
+	}
+	key := Key("openfaas-fn", "rn")
+	l := Load{}
+	for s := 1; s <= 10; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		l.Requests += 10
+		l.LastRequest = now
+		c.ObserveLoad(key, l)
+		res := c.Tick(now)
+		for _, d := range res.Decisions {
+			if d.Err != nil {
+				t.Fatalf("second %d: a placement of %s reported pending: %v", s, d.Replica, d.Err)
+			}
+		}
+		readyAll(c, now)
+	}
+	if v, _ := c.Function(key); len(v.Warm) != 0 || len(v.Live) != 1 {
+		t.Fatalf("%d in service, %d warm; want 1 and no standby", len(v.Live), len(v.Warm))
+	}
+}
