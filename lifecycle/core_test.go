@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
 )
@@ -37,6 +38,38 @@ func fn(name string, sm int, memGiB int64, min, max int) scheduler.Function {
 		Deployment: types.FunctionDeployment{Service: name, Namespace: "openfaas-fn", Image: "x"},
 		GPU:        gpu.Request{Model: name, SMPercent: sm, MemoryBytes: memGiB << 30},
 		Scale:      scheduler.ScalePolicy{Min: min, Max: max, ZeroDuration: time.Minute},
+	}
+}
+
+// builtinStore is the built-in profiles.
+func builtinStore(t *testing.T) *profiles.Store {
+	t.Helper()
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// rnKey is rnSpec's function.
+const rnKey = "openfaas-fn/rn"
+
+// rnSpec is resnet50 at a 100-ms SLO, 1 to 20 replicas: profiled, so
+// autoscaled.
+func rnSpec() scheduler.Function {
+	return scheduler.Function{
+		Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
+		GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
+		Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
+	}
+}
+
+// readyAll reports every starting replica of c ready at now.
+func readyAll(c *Core, now time.Time) {
+	for id, r := range c.replicas {
+		if r.phase == Starting {
+			c.ReplicaReady(id, now)
+		}
 	}
 }
 

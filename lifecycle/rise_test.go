@@ -5,21 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/faas-gpu/faas-gpu/gpu"
-	"github.com/faas-gpu/faas-gpu/profiles"
-	"github.com/faas-gpu/faas-gpu/scheduler"
-	"github.com/openfaas/faas-provider/types"
 )
 
 // Rise, the pass between ticks, answers a rise that its replicas do not
 // serve, and nothing else: at a steady rate or a fall it changes nothing,
 // and it never removes a replica.
 func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
-	store, err := profiles.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := builtinStore(t)
 	tests := []struct {
 		name string
 		// requests in the interval (250 ms unless given) after 30 s at
@@ -37,15 +29,11 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(inventory(1, 1), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
-			}
+			spec := rnSpec()
 			if _, err := c.Deploy(spec, t0); err != nil {
 				t.Fatal(err)
 			}
-			key := Key("openfaas-fn", "rn")
+			key := rnKey
 			l := Load{}
 			var now time.Time
 			for s := 1; s <= 30; s++ {
@@ -54,11 +42,7 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 				l.LastRequest = now
 				c.ObserveLoad(key, l)
 				c.Tick(now)
-				for id, r := range c.replicas {
-					if r.phase == Starting {
-						c.ReplicaReady(id, now)
-					}
-				}
+				readyAll(c, now)
 			}
 			before, _ := c.Function(key)
 			l.Requests += tt.next

@@ -3,11 +3,6 @@ package lifecycle
 import (
 	"testing"
 	"time"
-
-	"github.com/faas-gpu/faas-gpu/gpu"
-	"github.com/faas-gpu/faas-gpu/profiles"
-	"github.com/faas-gpu/faas-gpu/scheduler"
-	"github.com/openfaas/faas-provider/types"
 )
 
 // standbyRun deploys resnet50 at a 100-ms SLO on one 16-GiB GPU, runs it
@@ -16,17 +11,12 @@ import (
 // the standbys started out of service (Start with Warm).
 func standbyRun(t *testing.T, opts Options, memory int64, zero bool) (c *Core, key string, l Load, now time.Time, starts int) {
 	t.Helper()
-	store, err := profiles.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := builtinStore(t)
 	opts.Profiles = store
 	c = New(inventory(1, 1), nil, opts)
-	spec := scheduler.Function{
-		Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
-		GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond, MemoryBytes: memory},
-		Scale:      scheduler.ScalePolicy{Min: 1, Max: 20, Zero: zero, ZeroDuration: 30 * time.Second},
-	}
+	spec := rnSpec()
+	spec.GPU.MemoryBytes = memory
+	spec.Scale.Zero, spec.Scale.ZeroDuration = zero, 30*time.Second
 	if _, err := c.Deploy(spec, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +38,6 @@ func standbyRun(t *testing.T, opts Options, memory int64, zero bool) (c *Core, k
 		readyAll(c, now)
 	}
 	return c, key, l, now, starts
-}
-
-func readyAll(c *Core, now time.Time) {
-	for id, r := range c.replicas {
-		if r.phase == Starting {
-			c.ReplicaReady(id, now)
-		}
-	}
 }
 
 // A function with an SLO keeps one standby: started out of service, warm
@@ -168,25 +150,18 @@ func TestStandbyRestored(t *testing.T) {
 // A standby that finds no room is not a placement left pending: it is
 // never added, and the scheduler-decision metrics do not count it.
 func TestStandbyWithoutRoomIsNoPendingPlacement(t *testing.T) {
-	store, err := profiles.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := builtinStore(t)
 	c := New(inventory(1, 1), nil, Options{Profiles: store})
 	// 80 % of the SM booked by another function: rn's first replica fits,
 	// its 25 % standby does not.
 	if _, err := c.Deploy(fn("filler", 80, 1, 1, 1), t0); err != nil {
 		t.Fatal(err)
 	}
-	spec := scheduler.Function{
-		Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
-		GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
-		Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
-	}
+	spec := rnSpec()
 	if _, err := c.Deploy(spec, t0); err != nil {
 		t.Fatal(err)
 	}
-	key := Key("openfaas-fn", "rn")
+	key := rnKey
 	l := Load{}
 	for s := 1; s <= 10; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)

@@ -3,11 +3,6 @@ package lifecycle
 import (
 	"testing"
 	"time"
-
-	"github.com/faas-gpu/faas-gpu/gpu"
-	"github.com/faas-gpu/faas-gpu/profiles"
-	"github.com/faas-gpu/faas-gpu/scheduler"
-	"github.com/openfaas/faas-provider/types"
 )
 
 // A rise seen on one short interval adds replicas only where a GPU in use
@@ -15,10 +10,7 @@ import (
 // idle one (in the consolidation run such counts held a second GPU for a
 // minute each). Seen on the next interval too, the rise opens it.
 func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
-	store, err := profiles.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := builtinStore(t)
 	tests := []struct {
 		name string
 		// full: another function takes the rest of the first GPU's
@@ -35,15 +27,11 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(inventory(1, 2), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
-			}
+			spec := rnSpec()
 			if _, err := c.Deploy(spec, t0); err != nil {
 				t.Fatal(err)
 			}
-			key := Key("openfaas-fn", "rn")
+			key := rnKey
 			first := c.Usage()[0]
 			if len(first.Replicas) != 1 {
 				t.Fatalf("the first replica is not on the first GPU: %+v", c.Usage())
@@ -67,11 +55,7 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 				l.LastRequest = now
 				c.ObserveLoad(key, l)
 				c.Tick(now)
-				for id, r := range c.replicas {
-					if r.phase == Starting {
-						c.ReplicaReady(id, now)
-					}
-				}
+				readyAll(c, now)
 			}
 			before, _ := c.Function(key)
 			if len(before.Live) != 1 {
@@ -111,10 +95,7 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 // would keep its spare replicas from the scale-down margin and its
 // replicas from merges). A rate that really fell from a busy spell is.
 func TestStartIsNoBurst(t *testing.T) {
-	store, err := profiles.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := builtinStore(t)
 	tests := []struct {
 		name   string
 		counts []uint64 // requests each second after the first
@@ -127,15 +108,11 @@ func TestStartIsNoBurst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(inventory(1, 1), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "rn", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: "resnet50", SLO: 100 * time.Millisecond},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 20},
-			}
+			spec := rnSpec()
 			if _, err := c.Deploy(spec, t0); err != nil {
 				t.Fatal(err)
 			}
-			key := Key("openfaas-fn", "rn")
+			key := rnKey
 			l := Load{Requests: 10, LastRequest: t0.Add(time.Second)}
 			c.ObserveLoad(key, l)
 			c.Tick(t0.Add(time.Second))
