@@ -156,26 +156,36 @@ func TestProxyReachesReadyPods(t *testing.T) {
 	}
 }
 
+// startClassify starts a leading provider (name) whose autoscaler runs
+// every 250 ms with a 1-s cool-down and whose function pods listen on a
+// free port, and deploys classify (resnet50 at a 60-ms SLO), ready with
+// one replica; the caller serves its pods there (fakePods). Its functions
+// are removed when the test ends.
+func startClassify(t *testing.T, name string) (*provider, int) {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, name, "-k8s-function-port", strconv.Itoa(port), "-autoscale-interval", "250ms", "-autoscale-cooldown", "1s")
+	p.leads(t, 10*time.Second)
+	watchInvariants(t, p)
+	t.Cleanup(func() { cleanUp(t, p) })
+	ann := map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "60ms"}
+	cl := fn("classify", 0, "")
+	cl.Annotations = &ann
+	p.deploy(t, cl)
+	p.ready(t, "classify", 1, 30*time.Second)
+	return p, port
+}
+
 // The profile gives an SLO'd function its slice (scheduler.PlanFunction),
 // and the autoscaler adds replicas when the rate the proxy sees outgrows
 // their profiled throughput, as in local mode; an idle function with
 // com.openfaas.scale.zero goes to zero after its zero-duration.
 func TestAutoscalerFollowsTheProxiedRate(t *testing.T) {
 	requireNodes(t)
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProvider(t, "autoscale", "-k8s-function-port", strconv.Itoa(port), "-autoscale-interval", "250ms", "-autoscale-cooldown", "1s")
-	p.leads(t, 10*time.Second)
-	watchInvariants(t, p)
-	defer cleanUp(t, p)
-
-	ann := map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "60ms"}
-	cl := fn("classify", 0, "")
-	cl.Annotations = &ann
-	p.deploy(t, cl)
-	p.ready(t, "classify", 1, 30*time.Second)
+	p, port := startClassify(t, "autoscale")
 	rep := p.gpus(t)
 	if len(rep.Functions) != 1 || !rep.Functions[0].Autoscaled || rep.Functions[0].SMPercent >= 100 || rep.Functions[0].SLO != "60ms" {
 		t.Fatalf("plan: %+v; want an autoscaled slice from the resnet50 profile", rep.Functions)
@@ -203,7 +213,7 @@ func TestAutoscalerFollowsTheProxiedRate(t *testing.T) {
 		}()
 	}
 	start := time.Now()
-	err = poll(20*time.Second, func() bool { return p.status(t, "classify").Replicas > 1 })
+	err := poll(20*time.Second, func() bool { return p.status(t, "classify").Replicas > 1 })
 	took := time.Since(start)
 	stop()
 	wg.Wait()

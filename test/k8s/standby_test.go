@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,20 +18,7 @@ import (
 // that same pod in service.
 func TestStandbyPodOnKubernetes(t *testing.T) {
 	requireNodes(t)
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProvider(t, "standby", "-k8s-function-port", strconv.Itoa(port), "-autoscale-interval", "250ms", "-autoscale-cooldown", "1s")
-	p.leads(t, 10*time.Second)
-	watchInvariants(t, p)
-	defer cleanUp(t, p)
-
-	ann := map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "60ms"}
-	f := fn("classify", 0, "")
-	f.Annotations = &ann
-	p.deploy(t, f)
-	p.ready(t, "classify", 1, 30*time.Second)
+	p, port := startClassify(t, "standby")
 	serving := livePods(t, "classify")[0]
 	served := map[string]bool{}
 	for name := range fakePods(t, "classify", port, 0) {
@@ -117,7 +103,7 @@ func TestStandbyPodOnKubernetes(t *testing.T) {
 
 	// A rise: the standby's own pod goes in service.
 	stopHeavy := load(16, 0)
-	err = poll(20*time.Second, func() bool {
+	err := poll(20*time.Second, func() bool {
 		for _, pod := range livePods(t, "classify") {
 			if pod.UID == standby.UID {
 				return pod.Labels[labelWarm] != "true" && hits.Load() > 0
