@@ -300,13 +300,19 @@ func downMargin(in AutoscaleInput) float64 {
 	return max(in.RateError, 0)
 }
 
-// firmRate is the rate a scale-up may open a GPU for: the smoothed rate,
-// or a rise seen on two intervals in a row.
+// firmRate is the rate a scale-up may open a GPU for: a rise seen on two
+// intervals in a row, or else the smoothed rate less its standard error
+// (downMargin), the scale-down's margin mirrored. A gap within the
+// estimate's own noise is added only where a GPU in use has room: at a
+// steady rate near a pool's edge, the noise alone would otherwise open a
+// GPU for a minute or more (the cool-downs, consolidation's hold) every
+// few minutes, while a climb that lasts passes the margin within a few
+// intervals (0.6 req/s at a settled 10 req/s).
 func firmRate(in AutoscaleInput) float64 {
 	if in.RiseConfirmed {
 		return max(in.Rate, in.Rising)
 	}
-	return in.Rate
+	return in.Rate - downMargin(in)
 }
 
 // byEfficiency is rs, the most capacity per cost first; among equals the

@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// A scale-up that only a rise seen on one interval calls for is
+// A scale-up that only a rise seen on one interval calls for, or a
+// smoothed rate above capacity by less than its own standard error, is
 // tentative (the backend adds it only where a GPU in use has room); one
-// that the smoothed rate, the backlog, a confirmed rise or the scale
-// minimum calls for is firm.
+// that the smoothed rate beyond its error, the backlog, a confirmed rise
+// or the scale minimum calls for is firm.
 func TestAutoscaleTentative(t *testing.T) {
 	policy := ScalePolicy{Min: 1, Max: 10}
 	one := replicas(configs[0]) // 40 req/s at full batches; demand is rate x 1.2
@@ -24,6 +25,12 @@ func TestAutoscaleTentative(t *testing.T) {
 		// 20 x 1.2 + 100 / 5 s = 44 > 40
 		{"a rise seen once, with a backlog the replicas do not drain", AutoscaleInput{Rate: 20, Rising: 100, Backlog: 100, Replicas: one}, false},
 		{"a rise seen once, below the scale minimum", AutoscaleInput{Rate: 20, Rising: 100, Policy: ScalePolicy{Min: 2, Max: 10}, Replicas: one}, false},
+		// 34 x 1.2 = 40.8 > 40, but (34 - 1) x 1.2 = 39.6 is served: the
+		// gap is within the rate's own noise.
+		{"the smoothed rate within its error of capacity", AutoscaleInput{Rate: 34, RateError: 1, Replicas: one}, true},
+		{"the smoothed rate beyond its error", AutoscaleInput{Rate: 34, RateError: 0.2, Replicas: one}, false},
+		// A bursty function's rate is no noise around a steady one.
+		{"bursty, within its error", AutoscaleInput{Rate: 34, RateError: 1, Bursty: true, Replicas: one}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
