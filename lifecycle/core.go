@@ -176,8 +176,20 @@ type replica struct {
 	// placement is nil while pending.
 	placement    *scheduler.Placement
 	pendingSince time.Time
-	reason       string
-	reasonCode   scheduler.NoFitCode
+	// placedAt is when it was placed: how much of its start a restart
+	// loses (scheduler.RestartWithin). Zero for a restored one.
+	placedAt time.Time
+	// unsized: added before its load was known (grow: a deploy, a scale
+	// by hand or from zero), with the base slice. A scale-up may replace
+	// it right-sized once (replaceUnsized); what replaces it is sized for
+	// the load.
+	unsized bool
+	// grows: a replacement of unsized replicas for a scale-up
+	// (replaceUnsized), placed wherever the scale-up's adds would be, a
+	// GPU not in use included.
+	grows      bool
+	reason     string
+	reasonCode scheduler.NoFitCode
 	// demoting: warm, but its demote is not confirmed yet
 	// (Options.ConfirmDemotes), so its SM share is still booked.
 	demoting bool

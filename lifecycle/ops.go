@@ -127,7 +127,7 @@ func (c *Core) grow(fn *function, now time.Time) {
 	for len(fn.live) < fn.desired && c.promote(fn, base, false, now) {
 	}
 	for len(fn.live) < fn.desired {
-		c.addPending(fn, base, now)
+		c.addPending(fn, base, now).unsized = true
 	}
 }
 
@@ -329,7 +329,7 @@ const (
 func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
 	model := fn.plan.Request.Model
 	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target,
-		Occupied: r.replacing() && r.target == "" || r.tentative})
+		Occupied: r.replacing() && r.target == "" && !r.grows || r.tentative})
 	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 	if err != nil && r.target != "" {
 		// A move whose target filled meanwhile: the replica it
@@ -367,7 +367,7 @@ func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]
 		c.evicted(gone, now, res)
 	}
 	c.touchReplica(r)
-	r.placement, r.reason, r.reasonCode, r.phase = &p, "", "", Starting
+	r.placement, r.reason, r.reasonCode, r.phase, r.placedAt = &p, "", "", Starting, now
 	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy})
 	return placedOne
 }

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -153,7 +154,14 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 	replaced := replacedIDs(fn)
 	for _, r := range fn.live {
 		if !replaced[r.id] {
-			in.Replicas = append(in.Replicas, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+			rc := scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config), Unsized: r.unsized && !r.replacing()}
+			if r.placement == nil || r.phase == Starting {
+				rc.Starting = true
+				if r.placement != nil {
+					rc.StartedFor = now.Sub(r.placedAt)
+				}
+			}
+			in.Replicas = append(in.Replicas, rc)
 		}
 	}
 	for _, r := range fn.warm {
@@ -167,6 +175,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 // applyScale carries out the autoscaler's decision d for fn: retires what
 // it removes, promotes or adds what it adds, and records the scaling.
 func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now time.Time, res *Result) {
+	restarted, olds := c.replaceUnsized(fn, d, now, res)
 	for _, id := range d.Remove {
 		if r := c.replicas[id]; r != nil && r.fn == fn.key {
 			c.retire(fn, r, now, "autoscaled down", res)
@@ -180,14 +189,21 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		fn.lastUp = now
 	}
 	added := 0
-	for _, cfg := range d.Add {
+	for i, cfg := range d.Add {
+		if i == 0 && len(olds) > 0 {
+			// It may open a GPU, as the adds it stands for would.
+			c.merge(fn, olds, cfg, now, d.Reason, res).grows = true
+			fn.lastUp = now
+			added++
+			continue
+		}
 		if !c.promote(fn, cfg, true, now) && !c.addReplica(fn, cfg, d.Tentative, now, res) {
 			continue // tentative, and no GPU in use has room
 		}
 		fn.lastUp = now
 		added++
 	}
-	if len(d.Promote)+added+len(d.Remove) == 0 {
+	if len(d.Promote)+added+len(d.Remove)+restarted == 0 {
 		return
 	}
 	if len(d.Promote)+added > 0 {
@@ -198,8 +214,33 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	fn.desired = c.serving(fn)
 	fn.lastScale = d.Reason
-	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + added, Removed: len(d.Remove), Replicas: fn.desired, Rate: rate, Reason: d.Reason})
+	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: len(d.Promote) + added, Removed: len(d.Remove) + restarted, Replicas: fn.desired, Rate: rate, Reason: d.Reason})
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+}
+
+// replaceUnsized carries out d.Replace (scheduler.RestartWithin): each
+// unsized replica that has not served yet is stopped at once, before the
+// adds are placed, so that where its booking is released at once its
+// successor may take its room; the ready ones are returned, for the first
+// add to replace make-before-break. Each is replaced once at most: what
+// replaces it is sized for the load.
+func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time, res *Result) (stopped int, ready []*replica) {
+	for _, id := range d.Replace {
+		r := c.replicas[id]
+		if r == nil || r.fn != fn.key || !r.unsized || r.replacing() || !slices.Contains(fn.live, r) {
+			continue
+		}
+		r.unsized = false
+		switch {
+		case r.placement == nil || r.phase == Starting:
+			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+			c.stop(r, now, "restarted right-sized before serving: "+d.Reason, res)
+			stopped++
+		case r.phase == Ready:
+			ready = append(ready, r)
+		}
+	}
+	return stopped, ready
 }
 
 // resize asks scheduler.Resize whether fn's replicas, all Ready and none

@@ -30,7 +30,27 @@ func (c SliceConfig) Efficiency() float64 { return c.Throughput / float64(c.SMPe
 type ReplicaCapacity struct {
 	ID     string
 	Config SliceConfig
+	// Unsized: given its slice before the function's load was known (a
+	// deploy, a scale by hand or from zero: SmallestSlice). A scale-up
+	// may replace it right-sized (RestartWithin).
+	Unsized bool
+	// Starting: it has not served yet (pending, or placed and not ready),
+	// for StartedFor since its placement (0 while pending).
+	Starting   bool
+	StartedFor time.Duration
 }
+
+// RestartWithin bounds how much of its start an unsized replica that has
+// not served yet loses where a scale-up replaces it: one placed within it
+// is stopped at once and its successor takes its room, a few seconds of a
+// cold start's 3-30 lost; one placed longer ago is left to finish. A
+// ready one is replaced make-before-break and loses nothing. Either way
+// the function holds one right-sized pool instead of its first small
+// replicas plus the adds beside them: those hold a replica's memory and
+// start-up each for one replica's load until a resize merges them, 30 s
+// and more, and where the GPUs in use are short of memory the adds open
+// another GPU that consolidation can only empty once the merges are done.
+const RestartWithin = 5 * time.Second
 
 // AutoscaleInput is everything one decision reads: no clock, no state.
 type AutoscaleInput struct {
@@ -134,6 +154,10 @@ type Decision struct {
 	Promote []string
 	Add     []SliceConfig
 	Remove  []string
+	// Replace are unsized replicas that Add replaces (RestartWithin):
+	// stopped at once where they have not served yet, otherwise retired
+	// once the first of Add is ready (make-before-break).
+	Replace []string
 	Reason  string
 	// Tentative marks adds that only a rise seen on one interval calls
 	// for (the smoothed rate and the backlog are served): the backend
@@ -149,7 +173,9 @@ type Decision struct {
 }
 
 // Empty reports a decision that changes nothing.
-func (d Decision) Empty() bool { return len(d.Promote) == 0 && len(d.Add) == 0 && len(d.Remove) == 0 }
+func (d Decision) Empty() bool {
+	return len(d.Promote) == 0 && len(d.Add) == 0 && len(d.Remove) == 0 && len(d.Replace) == 0
+}
 
 // Autoscale decides, for one function, replicas to add or remove so its
 // profiled capacity covers the demand, rate x headroom + backlog /
@@ -226,6 +252,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		}
 		if len(d.Add) > 0 && n >= floor {
 			d.Tentative = sz.serves(live[:n], firmRate(in)*opts.Headroom+drain)
+			if !d.Tentative {
+				d.Replace, d.Add = replaceUnsized(in.Replicas, live, d.Add, demand, room+len(d.Add), floor, menu, best, sz)
+			}
 		}
 		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
@@ -241,6 +270,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			}
 			if d.Tentative {
 				d.Reason += " (tentative: a rise seen once, on GPUs in use only)"
+			}
+			if len(d.Replace) > 0 {
+				d.Reason += fmt.Sprintf(": replaces %d sized before the load was known", len(d.Replace))
 			}
 		}
 		return d
@@ -289,6 +321,45 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		return d
 	}
 	return Decision{}
+}
+
+// replaceUnsized is the scale-up's alternative to adding beside replicas
+// sized before the load was known: replace those that are ready or were
+// placed within RestartWithin, and fill what the others leave, if that
+// costs less than keeping them and adding add. live is the pool the adds
+// complete (replicas first, then warm ones brought back), room how many
+// may be added to it. It returns the replicas to replace and what to add
+// instead; none and add where keeping them is as cheap.
+func replaceUnsized(replicas []ReplicaCapacity, live, add []SliceConfig, demand float64, room, floor int, menu []SliceConfig, best SliceConfig, sz sizer) ([]string, []SliceConfig) {
+	var ids []string
+	rest := make([]SliceConfig, 0, len(live))
+	kept := 0.0
+	for i, c := range live {
+		if i < len(replicas) && replicas[i].Unsized && (!replicas[i].Starting || replicas[i].StartedFor <= RestartWithin) {
+			ids = append(ids, replicas[i].ID)
+			kept += sz.cost(c)
+			continue
+		}
+		rest = append(rest, c)
+	}
+	if len(ids) == 0 {
+		return nil, add
+	}
+	for _, c := range add {
+		kept += sz.cost(c)
+	}
+	alt := fill(menu, rest, demand, room+len(ids), best, sz)
+	if len(rest)+len(alt) < floor || !sz.serves(append(slices.Clone(rest), alt...), demand) {
+		return nil, add
+	}
+	instead := 0.0
+	for _, c := range alt {
+		instead += sz.cost(c)
+	}
+	if instead >= kept-1e-9 {
+		return nil, add
+	}
+	return ids, alt
 }
 
 // downMargin is what a scale-down leaves above the demand (see

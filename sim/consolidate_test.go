@@ -7,7 +7,7 @@ import (
 
 // Consolidation in the simulator, through the lifecycle core as the
 // provider runs it: eight light functions under a load that falls from
-// 200 to 16 req/s after a minute, so that the replicas left after the
+// 300 to 16 req/s after a minute, so that the replicas left after the
 // scale-down spread over two GPUs while their slices fit on one. (At a
 // steady 16 req/s they once spread over GPUs a merge of replicas then
 // freed; since the autoscaler values a function's replicas as a pool,
@@ -20,7 +20,7 @@ func TestConsolidationFreesAGPU(t *testing.T) {
 	if path == "" {
 		t.Skip("no " + TableName + " beside the repository")
 	}
-	ramp, err := ParseRamp("0s:200,60s:200,70s:16")
+	ramp, err := ParseRamp("0s:300,60s:300,70s:16")
 	if err != nil {
 		t.Fatal(err)
 	}
