@@ -102,10 +102,10 @@ func PredictResponse(c SliceConfig, rate, quantile float64) time.Duration {
 // of a pool").
 //
 // poolServes reports whether replicas cs hold the SLO at quantile for
-// Poisson arrivals at rate. It takes the best of three views, each safe
-// on its own at the capacity it gives (docs/evaluation.md, "Pooled
-// capacity against the simulator": every pinned pool measured, contention
-// on, held that capacity within 1 %), so their best is too:
+// Poisson arrivals at rate. It takes the best of three views; at the
+// capacity their best gives, every pinned pool measured held the SLO
+// within 1 % (contention on; docs/evaluation.md, "Pooled capacity against
+// the simulator"):
 //
 //   - apart: the replicas' QueueCapacity summed, as if each had its own
 //     queue (apartCapacity);

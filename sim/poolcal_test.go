@@ -156,7 +156,8 @@ func calibrationCases(t testing.TB, store *profiles.Store) []poolCase {
 
 // TestPoolCalibration prints, for every calibration case, contention on
 // and off, the bisected true capacity beside PoolCapacity's for the
-// slices the pool served with, and their ratio. It takes minutes, so it
+// slices the pool served with, their ratio, and the violations with the
+// pool run at the model's capacity. It takes minutes, so it
 // runs only with FAASGPU_POOL_CALIBRATION=1 (docs/evaluation.md, "Pooled
 // capacity against the simulator").
 func TestPoolCalibration(t *testing.T) {
