@@ -15,15 +15,35 @@ const standbyWhy = "standby: started out of service in free GPU memory, for the 
 // promotes. It books its memory and no SM, on a GPU that serves already
 // and keeps half its memory free after it (Hints.Spare); where none
 // does, the function has none until one does. Run after the tick's
-// placements, so it takes only what they left.
+// placements, so it takes only what they left. A function with a replica
+// leaving (stopped in this pass, or draining where stops are confirmed)
+// waits: its standby belongs where that replica's memory frees, which a
+// backend that confirms stops still holds booked, so placing it now would
+// put it elsewhere there and not on a backend that frees it at once.
 func (c *Core) keepStandbys(now time.Time, res *Result) {
 	if c.opts.NoStandby || c.opts.NoWarm {
 		return
 	}
-	added := false
 	room := c.alloc.SpareRoom()
+	if room <= 0 {
+		return
+	}
+	leaving := map[string]bool{}
+	for _, e := range res.Effects {
+		if e.Kind == Stop {
+			leaving[e.Function] = true
+		}
+	}
+	if c.opts.ConfirmStops {
+		for _, r := range c.replicas {
+			if r.phase == Draining {
+				leaving[r.fn] = true
+			}
+		}
+	}
+	added := false
 	for _, fn := range c.order {
-		if !fn.plan.Autoscaled || room <= 0 {
+		if !fn.plan.Autoscaled || room <= 0 || leaving[fn.key] {
 			continue
 		}
 		in := scheduler.StandbyInput{AutoscaleInput: c.autoscaleInput(fn, now, fn.rate.Rate(), 0), Settled: settled(fn), Spare: len(fn.warm)}
