@@ -184,6 +184,11 @@ func TestResizeCompletesWhenTheNewPodIsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn := parity.Fn{Name: "rn", Model: "resnet50", SLO: 200 * time.Millisecond, Min: 1, Max: 8}
+	// The load falls from 400 to where two of the peak's replicas are
+	// left and one cheaper slice serves in their place: a merge. (A fall
+	// to 5 req/s leaves one 10 % replica since the pooled capacity model,
+	// and no slice undercuts it by the 20 % a resize must save.)
+	const peakRate, lowRate = 400, 120
 	tests := []struct {
 		name string
 		// newReady: whether the replacement's pods become ready.
@@ -208,9 +213,9 @@ func TestResizeCompletesWhenTheNewPodIsReady(t *testing.T) {
 			for s := 1; s <= 240 && resize == nil; s++ {
 				now := t0.Add(time.Duration(s) * time.Second)
 				if s <= 60 {
-					load.Requests += 400
+					load.Requests += peakRate
 				} else {
-					load.Requests += 5
+					load.Requests += lowRate
 				}
 				load.LastRequest = now
 				before = liveIDs(st, k)
@@ -233,12 +238,12 @@ func TestResizeCompletesWhenTheNewPodIsReady(t *testing.T) {
 			}
 			if resize == nil {
 				v, _ := st.core.Function(k)
-				t.Fatalf("no resize after the load fell from 400 to 5 req/s (%d replicas at the peak, %d now: %s)", peak, len(v.Live), v.LastScale)
+				t.Fatalf("no resize after the load fell from %d to %d req/s (%d replicas at the peak, %d now: %s)", peakRate, lowRate, peak, len(v.Live), v.LastScale)
 			}
 			t.Logf("%d replicas at the peak; at %s: %+v", peak, at.Sub(t0), *resize)
 			for s := 1; s <= 5; s++ {
 				now := at.Add(time.Duration(s) * time.Second)
-				load.Requests += 5
+				load.Requests += lowRate
 				load.LastRequest = now
 				tickScaled(st, now, load)
 				c.converge(now)
