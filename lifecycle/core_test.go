@@ -64,6 +64,15 @@ func rnSpec() scheduler.Function {
 	}
 }
 
+// tickWith counts n more requests of function key, the last at now, into
+// l, tells c, and ticks it at now.
+func tickWith(c *Core, key string, l *Load, n uint64, now time.Time) Result {
+	l.Requests += n
+	l.LastRequest = now
+	c.ObserveLoad(key, *l)
+	return c.Tick(now)
+}
+
 // readyAll reports every starting replica of c ready at now.
 func readyAll(c *Core, now time.Time) {
 	for id, r := range c.replicas {

@@ -38,10 +38,7 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 			var now time.Time
 			for s := 1; s <= 30; s++ {
 				now = t0.Add(time.Duration(s) * time.Second)
-				l.Requests += 120
-				l.LastRequest = now
-				c.ObserveLoad(key, l)
-				c.Tick(now)
+				tickWith(c, key, &l, 120, now)
 				readyAll(c, now)
 			}
 			before, _ := c.Function(key)

@@ -23,10 +23,7 @@ func standbyRun(t *testing.T, opts Options, memory int64, zero bool) (c *Core, k
 	key = Key("openfaas-fn", "rn")
 	for s := 1; s <= 20; s++ {
 		now = t0.Add(time.Duration(s) * time.Second)
-		l.Requests += 20
-		l.LastRequest = now
-		c.ObserveLoad(key, l)
-		res := c.Tick(now)
+		res := tickWith(c, key, &l, 20, now)
 		for _, e := range res.Effects {
 			if e.Kind == Start && e.Warm {
 				starts++
@@ -165,10 +162,7 @@ func TestStandbyWithoutRoomIsNoPendingPlacement(t *testing.T) {
 	l := Load{}
 	for s := 1; s <= 10; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)
-		l.Requests += 10
-		l.LastRequest = now
-		c.ObserveLoad(key, l)
-		res := c.Tick(now)
+		res := tickWith(c, key, &l, 10, now)
 		for _, d := range res.Decisions {
 			if d.Err != nil {
 				t.Fatalf("second %d: a placement of %s reported pending: %v", s, d.Replica, d.Err)

@@ -51,10 +51,7 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 			var now time.Time
 			for s := 1; s <= 30; s++ {
 				now = t0.Add(time.Duration(s) * time.Second)
-				l.Requests += 10
-				l.LastRequest = now
-				c.ObserveLoad(key, l)
-				c.Tick(now)
+				tickWith(c, key, &l, 10, now)
 				readyAll(c, now)
 			}
 			before, _ := c.Function(key)
@@ -118,10 +115,7 @@ func TestStartIsNoBurst(t *testing.T) {
 			c.Tick(t0.Add(time.Second))
 			for i, n := range tt.counts {
 				now := t0.Add(time.Duration(i+2) * time.Second)
-				l.Requests += n
-				l.LastRequest = now
-				c.ObserveLoad(key, l)
-				c.Tick(now)
+				tickWith(c, key, &l, n, now)
 			}
 			if got := c.functions[key].burst.Bursty(); got != tt.bursty {
 				t.Errorf("bursty %v, want %v", got, tt.bursty)

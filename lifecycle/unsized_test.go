@@ -46,10 +46,7 @@ func TestFirstScaleUpReplacesUnsized(t *testing.T) {
 			c.ObserveLoad(rnKey, l)
 			c.Tick(now)
 			now = now.Add(time.Second)
-			l.Requests += 300
-			l.LastRequest = now
-			c.ObserveLoad(rnKey, l)
-			res := c.Tick(now)
+			res := tickWith(c, rnKey, &l, 300, now)
 			if len(res.Scaled) != 1 {
 				t.Fatalf("scaled %+v, want one scale-up at 300 req/s", res.Scaled)
 			}
@@ -78,10 +75,7 @@ func TestFirstScaleUpReplacesUnsized(t *testing.T) {
 			}
 			for range 3 {
 				now = now.Add(time.Second)
-				l.Requests += 600
-				l.LastRequest = now
-				c.ObserveLoad(rnKey, l)
-				res = c.Tick(now)
+				res = tickWith(c, rnKey, &l, 600, now)
 				for _, e := range res.Effects {
 					if (e.Kind == Stop || e.Kind == Demote) && sized[e.Replica.ID] {
 						t.Errorf("a later scale-up retired %s, sized for the load: %q", e.Replica.ID, kinds(res))
