@@ -103,13 +103,21 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 	if fn == nil || fn.plan.Request.WholeGPUs > 0 {
 		return true
 	}
-	cd := c.opts.Consolidate.CoolDown
-	if now.Sub(fn.createdAt) < cd || now.Sub(fn.lastUp) < cd {
+	if now.Sub(fn.createdAt) < c.opts.Consolidate.CoolDown {
+		return true
+	}
+	// A scaling holds its function's replicas for the autoscaler's own
+	// cool-down, the time within which it does not scale down again after
+	// a scale-up, not for consolidation's: a function flapping by one
+	// warm replica every half minute would otherwise pin every GPU it has
+	// a replica on for good.
+	scaled := c.opts.Autoscale.CoolDown
+	if now.Sub(fn.lastUp) < scaled {
 		return true
 	}
 	switch r.phase {
 	case Ready:
-		if now.Sub(fn.lastDown) < cd {
+		if now.Sub(fn.lastDown) < scaled {
 			return true
 		}
 	case Warm:

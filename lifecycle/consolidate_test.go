@@ -401,3 +401,38 @@ func TestConsolidationRepacksThenFrees(t *testing.T) {
 		}
 	}
 }
+
+// A function that scaled holds its replicas where they are for the
+// autoscaler's cool-down (30 s), not for consolidation's minute: a
+// function flapping by one replica every half minute would otherwise pin
+// its GPUs for good.
+func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
+	const pass = 2 * time.Minute
+	tests := []struct {
+		name     string
+		up, down time.Duration // how long before the pass b last scaled; 0: never
+		moved    bool
+	}{
+		{"never scaled", 0, 0, true},
+		{"scaled up 20 s before", 20 * time.Second, 0, false},
+		{"scaled up 40 s before", 40 * time.Second, 0, true},
+		{"scaled down 20 s before", 0, 20 * time.Second, false},
+		{"scaled down 40 s before", 0, 40 * time.Second, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := consolidationCore(t, Options{})
+			b := c.functions["openfaas-fn/b"]
+			if tc.up > 0 {
+				b.lastUp = t0.Add(pass - tc.up)
+			}
+			if tc.down > 0 {
+				b.lastDown = t0.Add(pass - tc.down)
+			}
+			got := effectsAbout(c.Tick(t0.Add(pass)))
+			if moved := slices.Equal(got, []string{"start b-4 on GPU-0-0"}); moved != tc.moved {
+				t.Errorf("pass: %q, want b moved: %v", got, tc.moved)
+			}
+		})
+	}
+}
