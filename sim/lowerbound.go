@@ -3,8 +3,10 @@ package sim
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -45,8 +47,11 @@ import (
 // whole-GPU bound is the price of the SLO under the model (waiting at a
 // tight SLO, the interference margin). It is exact only as far as the
 // autoscaler's search is: a mixed pool it does not try could be cheaper.
-// A multi-model function is priced, as above, at its first model's
-// profile, with no model loads. QueueErr says why the Queue figures are
+// A multi-model function's requests are priced at the models they name:
+// in the SM and memory figures each at its own model's best slice, in the
+// Queue figures by a plan on the slices that serve the window's mix
+// (scheduler.MixConfigs); neither counts model loads, which the whole-GPU
+// figures leave out as they do start-up. QueueErr says why the Queue figures are
 // NaN (a function whose no slice carries load at the SLO's p99).
 type LowerBound struct {
 	Window                                    time.Duration
@@ -68,6 +73,14 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		smPerRPS, memPerRPS float64
 		minSM, minMem       float64 // the floor of Function.Min replicas
 		queue               queuePricer
+		// models, for a multi-model function, are its models' needs by
+		// index into wl.Models: each request is priced at the model it
+		// names.
+		models map[int32]modelNeed
+	}
+	index := make(map[string]int32, len(wl.Models))
+	for i, name := range wl.Models {
+		index[name] = int32(i)
 	}
 	needs := make([]need, len(wl.Functions))
 	var queueErr error
@@ -76,39 +89,62 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		if err != nil {
 			return LowerBound{}, err
 		}
-		// At the SLO itself, as the issue defines the bound: not with the
-		// queueing capacity the faas-gpu policy plans with
-		// (ConfigsFromProfile), which is a policy's choice, not a limit of
-		// any packing.
-		configs := scheduler.ConfigsWithin(m.prof, f.SLO, maxBatch)
-		if len(configs) == 0 {
-			return LowerBound{}, fmt.Errorf("function %s: no slice of %s meets the SLO %s", f.Name, f.Model, f.SLO)
-		}
-		bestEff, bestT, smallest := 0.0, 0.0, 100
-		for _, c := range configs {
-			bestEff = max(bestEff, c.Efficiency())
-			bestT = max(bestT, c.Throughput)
-			smallest = min(smallest, c.SMPercent)
-		}
 		mem := m.memory
 		if f.MemoryBytes > 0 {
 			mem = f.MemoryBytes
 		}
+		first, err := bareNeedOf(m, f, mem, maxBatch)
+		if err != nil {
+			return LowerBound{}, err
+		}
 		floor := float64(f.minReplicas())
-		needs[i] = need{smPerRPS: 1 / bestEff, memPerRPS: float64(mem) / bestT, minSM: floor * float64(smallest), minMem: floor * float64(mem),
-			queue: newQueuePricer(f, scheduler.ConfigsFromProfile(m.prof, f.SLO, maxBatch), mem, gpuMemory)}
+		needs[i] = need{smPerRPS: first.smPerRPS, memPerRPS: first.memPerRPS, minSM: floor * float64(first.smallest), minMem: floor * float64(mem),
+			queue: newQueuePricer(f, scheduler.ConfigsFromProfile(m.prof, f.SLO, maxBatch), mem, gpuMemory, maxBatch)}
 		if queueErr == nil && len(needs[i].queue.configs) == 0 {
 			queueErr = fmt.Errorf("function %s: no slice of %s carries load within the SLO %s at its p99", f.Name, f.Model, f.SLO)
+		}
+		if !f.MultiModel() {
+			continue
+		}
+		needs[i].models = map[int32]modelNeed{}
+		for _, name := range f.Models {
+			mm, err := cat.model(name, product)
+			if err != nil {
+				return LowerBound{}, err
+			}
+			mmem := mm.memory
+			if f.MemoryBytes > 0 {
+				mmem = f.MemoryBytes
+			}
+			n, err := bareNeedOf(mm, f, mmem, maxBatch)
+			if err != nil {
+				return LowerBound{}, err
+			}
+			needs[i].models[index[name]] = n
+			needs[i].queue.mix = append(needs[i].queue.mix, mixModel{index: index[name], prof: mm.prof})
+			needs[i].minSM = min(needs[i].minSM, floor*float64(n.smallest))
 		}
 	}
 	windows := int((wl.Duration + window - 1) / window)
 	counts := make([][]int, windows)
+	// byModel counts a multi-model function's requests by model, nil for
+	// the others.
+	byModel := make([][]map[int32]int, windows)
 	for i := range counts {
 		counts[i] = make([]int, len(wl.Functions))
+		byModel[i] = make([]map[int32]int, len(wl.Functions))
+		for f := range wl.Functions {
+			if needs[f].models != nil {
+				byModel[i][f] = map[int32]int{}
+			}
+		}
 	}
 	for _, a := range wl.Arrivals {
 		if w := int(a.At / window); w < windows {
 			counts[w][a.Fn]++
+			if m := byModel[w][a.Fn]; m != nil {
+				m[a.Model]++
+			}
 		}
 	}
 	lb := LowerBound{Window: window, QueueErr: queueErr}
@@ -119,11 +155,19 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		qSM, qMem := 0.0, 0.0
 		for f, n := range c {
 			rate := float64(n) / length
-			sm += rate * needs[f].smPerRPS / 100
-			smFloor += max(rate*needs[f].smPerRPS, needs[f].minSM) / 100
-			memFloor += max(rate*needs[f].memPerRPS, needs[f].minMem) / float64(gpuMemory)
+			fSM, fMem := rate*needs[f].smPerRPS, rate*needs[f].memPerRPS
+			if models := byModel[w][f]; models != nil {
+				fSM, fMem = 0, 0
+				for mi, k := range models {
+					fSM += float64(k) / length * needs[f].models[mi].smPerRPS
+					fMem += float64(k) / length * needs[f].models[mi].memPerRPS
+				}
+			}
+			sm += fSM / 100
+			smFloor += max(fSM, needs[f].minSM) / 100
+			memFloor += max(fMem, needs[f].minMem) / float64(gpuMemory)
 			if queueErr == nil {
-				s, m := needs[f].queue.price(rate, plans)
+				s, m := needs[f].queue.price(rate, byModel[w][f], plans)
 				qSM += s
 				qMem += m
 			}
@@ -147,6 +191,32 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 	return lb, nil
 }
 
+// modelNeed is what one model's requests take at the SLO itself, as the
+// issue defines the bound: SM % x s and memory (bytes) x s per request at
+// the best measured slice, and the smallest slice meeting the SLO. Not
+// with the queueing capacity the faas-gpu policy plans with
+// (ConfigsFromProfile), which is a policy's choice, not a limit of any
+// packing.
+type modelNeed struct {
+	smPerRPS, memPerRPS float64
+	smallest            int
+}
+
+// bareNeedOf is m's modelNeed for f's SLO, with replicas of mem bytes.
+func bareNeedOf(m modelInfo, f Function, mem int64, maxBatch int) (modelNeed, error) {
+	configs := scheduler.ConfigsWithin(m.prof, f.SLO, maxBatch)
+	if len(configs) == 0 {
+		return modelNeed{}, fmt.Errorf("function %s: no slice of %s meets the SLO %s", f.Name, m.name, f.SLO)
+	}
+	bestEff, bestT, smallest := 0.0, 0.0, 100
+	for _, c := range configs {
+		bestEff = max(bestEff, c.Efficiency())
+		bestT = max(bestT, c.Throughput)
+		smallest = min(smallest, c.SMPercent)
+	}
+	return modelNeed{smPerRPS: 1 / bestEff, memPerRPS: float64(mem) / bestT, smallest: smallest}, nil
+}
+
 // queuePricer prices a function's load for the queueing-aware bound: the
 // SM and memory, in GPUs, of the replicas scheduler.PlanFromZero plans for
 // a rate.
@@ -155,9 +225,22 @@ type queuePricer struct {
 	slo                      time.Duration
 	memory, gpuMemory        float64
 	minReplicas, maxReplicas int
+	maxBatch                 int
+	// mix, for a multi-model function, are its models: a window is
+	// planned on the slices that serve its requests' mix
+	// (scheduler.MixConfigs, as the autoscaler values them, without
+	// model loads), not on its first model's.
+	mix []mixModel
 	// key names what the plan depends on besides the rate, so that
 	// functions of one model, SLO and scale bounds share their plans.
 	key planKey
+}
+
+// mixModel is one model of a multi-model function: its index in
+// Workload.Models and its profile.
+type mixModel struct {
+	index int32
+	prof  *profiles.Profile
 }
 
 // planKey is a plan's identity in planCache; rate is a window's count
@@ -168,14 +251,16 @@ type planKey struct {
 	memory                   int64
 	minReplicas, maxReplicas int
 	rate                     float64
+	// mix is a multi-model function's window counts by model.
+	mix string
 }
 
 // planCache holds priced plans (SM, memory in GPUs) for one bound: the
 // scale run's 1,000 functions share a few dozen models.
 type planCache map[planKey][2]float64
 
-func newQueuePricer(f Function, configs []scheduler.SliceConfig, memory, gpuMemory int64) queuePricer {
-	return queuePricer{configs: configs, slo: f.SLO, memory: float64(memory), gpuMemory: float64(gpuMemory),
+func newQueuePricer(f Function, configs []scheduler.SliceConfig, memory, gpuMemory int64, maxBatch int) queuePricer {
+	return queuePricer{configs: configs, slo: f.SLO, memory: float64(memory), gpuMemory: float64(gpuMemory), maxBatch: maxBatch,
 		minReplicas: f.minReplicas(), maxReplicas: f.maxReplicas(),
 		key: planKey{model: f.Model, slo: f.SLO, memory: memory, minReplicas: f.minReplicas(), maxReplicas: f.maxReplicas()}}
 }
@@ -184,14 +269,29 @@ func newQueuePricer(f Function, configs []scheduler.SliceConfig, memory, gpuMemo
 // weighs it (lifecycle's memoryPercent).
 func (q queuePricer) memoryPercent() float64 { return 100 * q.memory / q.gpuMemory }
 
-// price is the SM and memory, in GPUs, of the plan for rate.
-func (q queuePricer) price(rate float64, cache planCache) (sm, memory float64) {
+// price is the SM and memory, in GPUs, of the plan for rate; byModel
+// counts a multi-model function's requests by model (nil for others).
+func (q queuePricer) price(rate float64, byModel map[int32]int, cache planCache) (sm, memory float64) {
 	key := q.key
 	key.rate = rate
+	configs := q.configs
+	var mix scheduler.Mix
+	if len(q.mix) > 0 && rate > 0 {
+		var shares strings.Builder
+		for _, m := range q.mix {
+			n := byModel[m.index]
+			fmt.Fprintf(&shares, "%d,", n)
+			mix.Models = append(mix.Models, scheduler.ModelShare{Profile: m.prof, Share: float64(n)})
+		}
+		key.mix = shares.String()
+	}
 	if p, ok := cache[key]; ok {
 		return p[0], p[1]
 	}
-	plan := scheduler.PlanFromZero(q.configs, rate, q.slo, scheduler.DefaultSLOQuantile, q.memoryPercent(), q.minReplicas, q.maxReplicas)
+	if key.mix != "" {
+		configs = scheduler.MixConfigs(mix, q.slo, q.maxBatch)
+	}
+	plan := scheduler.PlanFromZero(configs, rate, q.slo, scheduler.DefaultSLOQuantile, q.memoryPercent(), q.minReplicas, q.maxReplicas)
 	for _, c := range plan {
 		sm += float64(c.SMPercent) / 100
 	}

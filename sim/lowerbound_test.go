@@ -146,3 +146,52 @@ func TestQueueBoundIsAboveTheWholeGPUBound(t *testing.T) {
 		})
 	}
 }
+
+// A multi-model function is priced at the models its requests name, not
+// at its first model's: where every request names its heavy second model,
+// the bound is that of a one-model function of it, and the queueing-aware
+// bound plans the heavy model's slices.
+func TestBoundPricesAMultiModelFunctionsRequestsByModel(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gpuMemory = 16 << 30
+	const slo = 400 * time.Millisecond
+	const rate = 200
+	mem := int64(4 << 30)
+	heavy := Function{Name: "heavy", Model: "vgg19_bn", SLO: slo, MemoryBytes: mem}
+	zoo := Function{Name: "zoo", Model: "alexnet", Models: []string{"alexnet", "vgg19_bn"}, SLO: slo, MemoryBytes: mem}
+	light := Function{Name: "light", Model: "alexnet", SLO: slo, MemoryBytes: mem}
+	bound := func(f Function, model int32) LowerBound {
+		t.Helper()
+		wl := steadyWorkload(f, rate, 3)
+		wl.Models = []string{"alexnet", "vgg19_bn"}
+		for i := range wl.Arrivals {
+			wl.Arrivals[i].Model = model
+		}
+		lb, err := ComputeLowerBound(wl, cat, gpu.V100Product, gpuMemory, 0, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lb.QueueErr != nil {
+			t.Fatal(lb.QueueErr)
+		}
+		return lb
+	}
+	want, got, first := bound(heavy, 1), bound(zoo, 1), bound(light, 0)
+	for name, v := range map[string][2]float64{
+		"SM":     {got.SMGPUSeconds, want.SMGPUSeconds},
+		"memory": {got.MemoryGPUSeconds, want.MemoryGPUSeconds},
+	} {
+		if math.Abs(v[0]-v[1]) > 1e-9 {
+			t.Errorf("%s: %.3f GPU-s, want the heavy model's %.3f", name, v[0], v[1])
+		}
+	}
+	if got.SMGPUSeconds <= first.SMGPUSeconds {
+		t.Errorf("SM %.3f GPU-s, no more than the first model's %.3f: priced at the first model", got.SMGPUSeconds, first.SMGPUSeconds)
+	}
+	if got.QueueSMGPUSeconds < 0.9*want.QueueSMGPUSeconds || got.QueueSMGPUSeconds <= first.QueueSMGPUSeconds {
+		t.Errorf("queueing SM %.3f GPU-s: want near the heavy model's %.3f, above the first model's %.3f", got.QueueSMGPUSeconds, want.QueueSMGPUSeconds, first.QueueSMGPUSeconds)
+	}
+}
