@@ -122,11 +122,21 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		}
 	case Warm:
 		// A scale-down is what makes a warm replica; it does not make one
-		// likelier to be needed. A warm replica yields unless it is just
-		// made (it lives at least the autoscaler's cool-down) or its
-		// function has none in service: then a request would wait out a
-		// cold start, and the warm lifetime alone decides.
-		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime || c.serving(fn) == 0 || c.keepsCache(r) {
+		// likelier to be needed. A warm replica yields unless its
+		// function has none in service (a request would then wait out a
+		// cold start, and the warm lifetime alone decides), it is a
+		// bursty function's model cache, or it is just made (it lives at
+		// least the autoscaler's cool-down) for a function that is bursty
+		// or serves many models: there it is the next burst's capacity or
+		// a cache of models. A steady one-model function's just-made warm
+		// replica is a flap of its rate's noise; its function serves on
+		// without it, and held, it kept a light load's second GPU for
+		// another half minute each time (the consolidation run).
+		young := false
+		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime {
+			young = fn.burst.Bursty() || fn.mix != nil
+		}
+		if young || c.serving(fn) == 0 || c.keepsCache(r) {
 			return true
 		}
 	}

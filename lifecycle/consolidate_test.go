@@ -191,7 +191,8 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		yield  bool
 	}{
 		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true},
-		{"just made: kept", 1, 10 * time.Second, false, 0, false},
+		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true},
+		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false},
 		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false},
 		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false},
 		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true},
