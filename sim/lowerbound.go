@@ -85,18 +85,11 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 	needs := make([]need, len(wl.Functions))
 	var queueErr error
 	for i, f := range wl.Functions {
-		m, err := cat.model(f.Model, product)
+		m, first, err := bareNeedOf(cat, product, f.Model, f, maxBatch)
 		if err != nil {
 			return LowerBound{}, err
 		}
-		mem := m.memory
-		if f.MemoryBytes > 0 {
-			mem = f.MemoryBytes
-		}
-		first, err := bareNeedOf(m, f, mem, maxBatch)
-		if err != nil {
-			return LowerBound{}, err
-		}
+		mem := f.replicaMemory(m)
 		floor := float64(f.minReplicas())
 		needs[i] = need{smPerRPS: first.smPerRPS, memPerRPS: first.memPerRPS, minSM: floor * float64(first.smallest), minMem: floor * float64(mem),
 			queue: newQueuePricer(f, scheduler.ConfigsFromProfile(m.prof, f.SLO, maxBatch), mem, gpuMemory, maxBatch)}
@@ -108,15 +101,7 @@ func ComputeLowerBound(wl *Workload, cat *Catalog, product string, gpuMemory int
 		}
 		needs[i].models = map[int32]modelNeed{}
 		for _, name := range f.Models {
-			mm, err := cat.model(name, product)
-			if err != nil {
-				return LowerBound{}, err
-			}
-			mmem := mm.memory
-			if f.MemoryBytes > 0 {
-				mmem = f.MemoryBytes
-			}
-			n, err := bareNeedOf(mm, f, mmem, maxBatch)
+			mm, n, err := bareNeedOf(cat, product, name, f, maxBatch)
 			if err != nil {
 				return LowerBound{}, err
 			}
@@ -202,11 +187,15 @@ type modelNeed struct {
 	smallest            int
 }
 
-// bareNeedOf is m's modelNeed for f's SLO, with replicas of mem bytes.
-func bareNeedOf(m modelInfo, f Function, mem int64, maxBatch int) (modelNeed, error) {
+// bareNeedOf is the modelNeed of f's requests for model, on product.
+func bareNeedOf(cat *Catalog, product, model string, f Function, maxBatch int) (modelInfo, modelNeed, error) {
+	m, err := cat.model(model, product)
+	if err != nil {
+		return modelInfo{}, modelNeed{}, err
+	}
 	configs := scheduler.ConfigsWithin(m.prof, f.SLO, maxBatch)
 	if len(configs) == 0 {
-		return modelNeed{}, fmt.Errorf("function %s: no slice of %s meets the SLO %s", f.Name, m.name, f.SLO)
+		return modelInfo{}, modelNeed{}, fmt.Errorf("function %s: no slice of %s meets the SLO %s", f.Name, m.name, f.SLO)
 	}
 	bestEff, bestT, smallest := 0.0, 0.0, 100
 	for _, c := range configs {
@@ -214,7 +203,16 @@ func bareNeedOf(m modelInfo, f Function, mem int64, maxBatch int) (modelNeed, er
 		bestT = max(bestT, c.Throughput)
 		smallest = min(smallest, c.SMPercent)
 	}
-	return modelNeed{smPerRPS: 1 / bestEff, memPerRPS: float64(mem) / bestT, smallest: smallest}, nil
+	return m, modelNeed{smPerRPS: 1 / bestEff, memPerRPS: float64(f.replicaMemory(m)) / bestT, smallest: smallest}, nil
+}
+
+// replicaMemory is what a replica of f serving m holds: its explicit
+// com.openfaas.gpu.memory, else m's footprint.
+func (f Function) replicaMemory(m modelInfo) int64 {
+	if f.MemoryBytes > 0 {
+		return f.MemoryBytes
+	}
+	return m.memory
 }
 
 // queuePricer prices a function's load for the queueing-aware bound: the
