@@ -122,17 +122,26 @@ func bisectPool(t testing.TB, cat *Catalog, c poolCase, contention *Contention, 
 	return lo, at
 }
 
+// calibrationModels are the measured models the calibration uses.
+var calibrationModels = []string{"resnet50", "resnet152", "convnext_base", "alexnet",
+	"mobilenet_v3_large", "shufflenet_v2_x1_0", "resnet34", "efficientnet_b2", "vgg19_bn", "convnext_large"}
+
 // calibrationCases are the pools measured: real slices of four models
 // and the synthetic model, at a tight SLO (2.5x the slice's batch-1
-// latency) and a loose one (6x), alone and in pools of 2, 4 and 10.
+// latency) and a loose one (6x), alone and in pools of 2, 4 and 10; and
+// a lone replica and a pair of six more models of the suite's mix10,
+// light to heavy, at the tight SLO, where the lone-replica model was
+// furthest below the simulator.
 func calibrationCases(t testing.TB, store *profiles.Store) []poolCase {
 	t.Helper()
 	type slice struct {
 		model     string
 		sm, batch int
+		small     bool // n = 1 and 2 at the tight SLO only
 	}
 	var out []poolCase
-	for _, s := range []slice{{"resnet50", 20, 8}, {"resnet152", 20, 8}, {"convnext_base", 30, 8}, {"alexnet", 10, 8}, {"synth", 5, 8}} {
+	for _, s := range []slice{{"resnet50", 20, 8, false}, {"resnet152", 20, 8, false}, {"convnext_base", 30, 8, false}, {"alexnet", 10, 8, false}, {"synth", 5, 8, false},
+		{"mobilenet_v3_large", 20, 8, true}, {"shufflenet_v2_x1_0", 10, 8, true}, {"resnet34", 20, 8, true}, {"efficientnet_b2", 20, 8, true}, {"vgg19_bn", 30, 8, true}, {"convnext_large", 30, 8, true}} {
 		l1 := 10.0 // synth: 10 ms at batch 1
 		if s.model != "synth" {
 			p, _, ok := store.Lookup(s.model, gpu.V100Product)
@@ -144,9 +153,13 @@ func calibrationCases(t testing.TB, store *profiles.Store) []poolCase {
 				t.Fatal(err)
 			}
 		}
-		for _, f := range []float64{2.5, 6} {
+		factors, ns := []float64{2.5, 6}, []int{1, 2, 4, 10}
+		if s.small {
+			factors, ns = []float64{2.5}, []int{1, 2}
+		}
+		for _, f := range factors {
 			slo := time.Duration(f * l1 * float64(time.Millisecond)).Round(time.Millisecond)
-			for _, n := range []int{1, 2, 4, 10} {
+			for _, n := range ns {
 				out = append(out, poolCase{model: s.model, sm: s.sm, maxBatch: s.batch, n: n, slo: slo})
 			}
 		}
@@ -168,7 +181,7 @@ func TestPoolCalibration(t *testing.T) {
 	if path == "" {
 		t.Skip("no measured table (" + TableName + ")")
 	}
-	real, err := LoadTable(path, []string{"resnet50", "resnet152", "convnext_base", "alexnet"})
+	real, err := LoadTable(path, calibrationModels)
 	if err != nil {
 		t.Fatal(err)
 	}
