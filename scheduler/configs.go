@@ -13,7 +13,8 @@ import (
 // within slo at its p99 (QueueCapacity > 0, the model the autoscaler
 // plans with), with the throughput one replica sustains there. slo 0
 // lists every slice. Batches above maxBatch are left out when maxBatch >
-// 0.
+// 0. Each entry caches its lone-replica capacity at slo (SliceConfig.Lone:
+// a chain solved once here, not at every tick).
 func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []SliceConfig {
 	all := ConfigsWithin(p, slo, maxBatch)
 	if slo <= 0 {

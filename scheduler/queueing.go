@@ -42,6 +42,12 @@ func (c SliceConfig) slowestBatch() float64 {
 // θ* / (exp(θ* s) - 1), which tends to b/L as the SLO loosens. A slice
 // with 2L - s ≥ slo carries nothing: a request that meets a running batch
 // may miss.
+//
+// That bound is loose where partial batches are fast: at low load most
+// batches are, and a request that finds the replica idle is answered in
+// l(1). Where c carries its batch timings (Steps), QueueCapacity is the
+// larger of the bound and the exact model of the replica's queue that
+// times a batch of k by l(k) (loneCapacity, lonequeue.go).
 func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 	if slo <= 0 {
 		return c.Throughput
