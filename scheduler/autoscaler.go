@@ -21,6 +21,13 @@ type SliceConfig struct {
 	// 10.2 ms), and the queueing model times a running and an own batch by
 	// it. 0: Batch / Throughput.
 	SlowestMs float64 `json:"slowestMs,omitempty"`
+	// Steps is the measured latency of each batch size up to Batch at
+	// this SM % (ConfigsWithin): at low load most batches are partial
+	// and far faster than the full one, which the lone-replica model
+	// counts (loneCapacity). Zero: unknown, valued as before it.
+	Steps BatchSteps `json:"steps,omitzero"`
+	// Lone caches that model's capacity at the menu's SLO.
+	Lone LoneRate `json:"lone,omitzero"`
 }
 
 // Efficiency is throughput per SM %, FaST-GShare's RPR at full quota.

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // within slo at its p99 (QueueCapacity > 0, the model the autoscaler
 // plans with), with the throughput one replica sustains there. slo 0
 // lists every slice. Batches above maxBatch are left out when maxBatch >
-// 0.
+// 0. Each entry caches its lone-replica capacity at slo (SliceConfig.Lone:
+// a chain solved once here, not at every tick).
 func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []SliceConfig {
 	all := ConfigsWithin(p, slo, maxBatch)
 	if slo <= 0 {
@@ -20,6 +22,7 @@ func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []
 	}
 	out := all[:0]
 	for _, c := range all {
+		c.Lone = LoneRate{SLO: slo, Quantile: DefaultSLOQuantile, Rate: loneCapacity(c, slo, DefaultSLOQuantile)}
 		if QueueCapacity(c, slo, DefaultSLOQuantile) > 0 {
 			out = append(out, c)
 		}
@@ -53,15 +56,31 @@ func ConfigsWithin(p *profiles.Profile, bound time.Duration, maxBatch int) []Sli
 			continue
 		}
 		slowest := lat
+		var steps BatchSteps
+		timed := true
 		for _, b := range p.Batches(profiles.FullQuota) {
 			if b >= pt.Batch {
 				break
 			}
-			if l, _, err := p.SliceLatency(b, float64(pt.SM)); err == nil {
-				slowest = max(slowest, l)
+			l, _, err := p.SliceLatency(b, float64(pt.SM))
+			if err != nil {
+				timed = false
+				continue
+			}
+			slowest = max(slowest, l)
+			if i := slices.IndexFunc(steps[:], func(s BatchStep) bool { return s.Batch == 0 }); i >= 0 && i < maxSteps-1 {
+				steps[i] = BatchStep{Batch: int32(b), Ms: float32(l)}
+			} else {
+				timed = false
 			}
 		}
-		out = append(out, SliceConfig{SMPercent: pt.SM, Batch: pt.Batch, Throughput: tp, SlowestMs: slowest})
+		c := SliceConfig{SMPercent: pt.SM, Batch: pt.Batch, Throughput: tp, SlowestMs: slowest}
+		if timed {
+			i := slices.IndexFunc(steps[:], func(s BatchStep) bool { return s.Batch == 0 })
+			steps[i] = BatchStep{Batch: int32(pt.Batch), Ms: float32(lat)}
+			c.Steps = steps
+		}
+		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].SMPercent != out[j].SMPercent {

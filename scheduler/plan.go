@@ -37,9 +37,16 @@ func ChooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Ch
 	if _, err := Choose(p, slo, opts); err != nil {
 		return Choice{}, err // a bad argument, or no slice meets the SLO at all
 	}
+	return chooseFrom(p, ConfigsFromProfile(p, slo, opts.MaxBatch), slo, opts)
+}
+
+// chooseFrom is ChooseSlice's choice among menu, p's ConfigsFromProfile
+// at slo and opts.MaxBatch: PlanFunction builds the menu once for both
+// (the lone-replica model solves a chain per slice).
+func chooseFrom(p *profiles.Profile, menu []SliceConfig, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	var best SliceConfig
 	bestCap := 0.0
-	for _, c := range ConfigsFromProfile(p, slo, opts.MaxBatch) {
+	for _, c := range menu {
 		q := QueueCapacity(c, slo, DefaultSLOQuantile)
 		e, be := q/float64(c.SMPercent), bestCap/float64(max(best.SMPercent, 1))
 		if best.Batch == 0 || e > be*(1+1e-9) || (e >= be*(1-1e-9) && (c.SMPercent < best.SMPercent || c.SMPercent == best.SMPercent && c.Batch < best.Batch)) {
@@ -124,7 +131,13 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 			pl.Decision += " (" + fb.String() + ")"
 		}
 	default:
-		c, err := ChooseSlice(prof, req.SLO, ChooseOptions{Fallback: fb})
+		opts := ChooseOptions{Fallback: fb}
+		var menu []SliceConfig
+		c, err := Choose(prof, req.SLO, opts)
+		if err == nil && req.SLO > 0 {
+			menu = ConfigsFromProfile(prof, req.SLO, 0)
+			c, err = chooseFrom(prof, menu, req.SLO, opts)
+		}
 		if err != nil {
 			var unmet *UnmetSLOError
 			if errors.As(err, &unmet) {
@@ -134,9 +147,14 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 		}
 		req.SMPercent = c.SMPercent
 		pl.Base = SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
+		for _, x := range menu {
+			if x.SMPercent == c.SMPercent && x.Batch == c.Batch {
+				pl.Base = x // with its batch timings, valued as on the menu
+			}
+		}
 		pl.Configs = []SliceConfig{pl.Base}
 		if req.SLO > 0 {
-			pl.Configs = ConfigsFromProfile(prof, req.SLO, 0)
+			pl.Configs = menu
 			pl.Autoscaled = true
 		}
 		pl.Decision = c.Explanation

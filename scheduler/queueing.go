@@ -42,10 +42,22 @@ func (c SliceConfig) slowestBatch() float64 {
 // θ* / (exp(θ* s) - 1), which tends to b/L as the SLO loosens. A slice
 // with 2L - s ≥ slo carries nothing: a request that meets a running batch
 // may miss.
+//
+// That bound is loose where partial batches are fast: at low load most
+// batches are, and a request that finds the replica idle is answered in
+// l(1). Where c carries its batch timings (Steps), QueueCapacity is the
+// larger of the bound and the exact model of the replica's queue that
+// times a batch of k by l(k) (loneCapacity, lonequeue.go).
 func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 	if slo <= 0 {
 		return c.Throughput
 	}
+	return max(lundbergCapacity(c, slo, quantile), loneCapacity(c, slo, quantile))
+}
+
+// lundbergCapacity is QueueCapacity's bound that times every batch as the
+// slowest (see QueueCapacity).
+func lundbergCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 	eps := 1 - quantile
 	if !(eps > 0 && eps < 1) {
 		eps = 1 - DefaultSLOQuantile
@@ -64,6 +76,16 @@ func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 // θ the root of rate (exp(θs) - 1) = θ (see QueueCapacity); +Inf at or
 // above the full-batch throughput, where the queue grows without bound.
 func PredictResponse(c SliceConfig, rate, quantile float64) time.Duration {
+	lundberg := lundbergResponse(c, rate, quantile)
+	if lone := loneResponse(c, rate, quantile); lone < lundberg.Seconds() {
+		return time.Duration(lone * float64(time.Second))
+	}
+	return lundberg
+}
+
+// lundbergResponse is PredictResponse's bound that times every batch as
+// the slowest (see QueueCapacity).
+func lundbergResponse(c SliceConfig, rate, quantile float64) time.Duration {
 	L := c.slowestBatch()
 	eps := 1 - quantile
 	s := c.batchLatency() / float64(c.Batch)
@@ -162,7 +184,8 @@ func apartCapacity(cs []SliceConfig, rate float64, slo time.Duration, quantile f
 	sum, alone, capacity := 0.0, 0.0, 0.0
 	for i, c := range cs {
 		if i == 0 || c != cs[i-1] {
-			capacity = QueueCapacity(c.slowed(busy), slo, quantile)
+			// The partial-batch model is timed crowded already.
+			capacity = max(lundbergCapacity(c.slowed(busy), slo, quantile), loneCapacity(c, slo, quantile))
 			alone = max(alone, QueueCapacity(c, slo, quantile))
 		}
 		sum += capacity
@@ -183,6 +206,10 @@ func (c SliceConfig) slowed(busy float64) SliceConfig {
 	k := 1 + Interference*(1-float64(c.SMPercent)/100)*busy
 	c.SlowestMs = c.slowestBatch() * 1000 * k
 	c.Throughput /= k
+	for i := range c.Steps {
+		c.Steps[i].Ms *= float32(k)
+	}
+	c.Lone = LoneRate{} // cached at the profiled timings
 	return c
 }
 

@@ -7,8 +7,11 @@ import (
 
 // Consolidation in the simulator, through the lifecycle core as the
 // provider runs it: eight light functions under a load that falls from
-// 300 to 16 req/s after a minute, so that the replicas left after the
-// scale-down spread over two GPUs while their slices fit on one. (At a
+// 500 to 16 req/s after a minute, so that the replicas left after the
+// scale-down spread over two GPUs while their slices fit on one. (From
+// 300 req/s, since the lone-replica model counts partial batches, they
+// fit on one GPU from the start: 388 GPU-s with consolidation and
+// without, where they were 426 and 598 before.) (At a
 // steady 16 req/s they once spread over GPUs a merge of replicas then
 // freed; since the autoscaler values a function's replicas as a pool,
 // issue 12, they stay as placed, and the steady load had nothing to
@@ -20,7 +23,7 @@ func TestConsolidationFreesAGPU(t *testing.T) {
 	if path == "" {
 		t.Skip("no " + TableName + " beside the repository")
 	}
-	ramp, err := ParseRamp("0s:300,60s:300,70s:16")
+	ramp, err := ParseRamp("0s:500,60s:500,70s:16")
 	if err != nil {
 		t.Fatal(err)
 	}
