@@ -31,18 +31,28 @@ type Plan struct {
 // no other rule: an SLO no slice carries load within is a *UnmetSLOError
 // naming the SLO and the fastest slice. Without an SLO it is Choose.
 func ChooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, error) {
-	if slo <= 0 {
-		return Choose(p, slo, opts)
-	}
-	if _, err := Choose(p, slo, opts); err != nil {
-		return Choice{}, err // a bad argument, or no slice meets the SLO at all
-	}
-	return chooseFrom(p, ConfigsFromProfile(p, slo, opts.MaxBatch), slo, opts)
+	c, _, err := chooseSlice(p, slo, opts)
+	return c, err
 }
 
-// chooseFrom is ChooseSlice's choice among menu, p's ConfigsFromProfile
-// at slo and opts.MaxBatch: PlanFunction builds the menu once for both
+// chooseSlice is ChooseSlice with the menu it chose from, p's
+// ConfigsFromProfile at slo and opts.MaxBatch (nil without an SLO):
+// PlanFunction keeps it as the autoscaler's rather than build it twice
 // (the lone-replica model solves a chain per slice).
+func chooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, []SliceConfig, error) {
+	if slo <= 0 {
+		c, err := Choose(p, slo, opts)
+		return c, nil, err
+	}
+	if _, err := Choose(p, slo, opts); err != nil {
+		return Choice{}, nil, err // a bad argument, or no slice meets the SLO at all
+	}
+	menu := ConfigsFromProfile(p, slo, opts.MaxBatch)
+	c, err := chooseFrom(p, menu, slo, opts)
+	return c, menu, err
+}
+
+// chooseFrom is ChooseSlice's choice among menu.
 func chooseFrom(p *profiles.Profile, menu []SliceConfig, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	var best SliceConfig
 	bestCap := 0.0
@@ -131,13 +141,7 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 			pl.Decision += " (" + fb.String() + ")"
 		}
 	default:
-		opts := ChooseOptions{Fallback: fb}
-		var menu []SliceConfig
-		c, err := Choose(prof, req.SLO, opts)
-		if err == nil && req.SLO > 0 {
-			menu = ConfigsFromProfile(prof, req.SLO, 0)
-			c, err = chooseFrom(prof, menu, req.SLO, opts)
-		}
+		c, menu, err := chooseSlice(prof, req.SLO, ChooseOptions{Fallback: fb})
 		if err != nil {
 			var unmet *UnmetSLOError
 			if errors.As(err, &unmet) {
