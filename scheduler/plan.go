@@ -52,6 +52,28 @@ func chooseSlice(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Ch
 	return c, menu, err
 }
 
+// PlanSlices is what a function's replicas are planned on: ChooseSlice's
+// choice, the slice its first replicas start with (the menu's own entry,
+// with its batch timings, so that it is valued as on the menu) and the
+// menu the autoscaler plans on (p's ConfigsFromProfile at slo and
+// opts.MaxBatch; that slice alone without an SLO).
+func PlanSlices(p *profiles.Profile, slo time.Duration, opts ChooseOptions) (Choice, SliceConfig, []SliceConfig, error) {
+	c, menu, err := chooseSlice(p, slo, opts)
+	if err != nil {
+		return Choice{}, SliceConfig{}, nil, err
+	}
+	base := SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
+	for _, x := range menu {
+		if x.SMPercent == c.SMPercent && x.Batch == c.Batch {
+			base = x
+		}
+	}
+	if slo <= 0 {
+		return c, base, []SliceConfig{base}, nil
+	}
+	return c, base, menu, nil
+}
+
 // chooseFrom is ChooseSlice's choice among menu.
 func chooseFrom(p *profiles.Profile, menu []SliceConfig, slo time.Duration, opts ChooseOptions) (Choice, error) {
 	var best SliceConfig
@@ -141,7 +163,7 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 			pl.Decision += " (" + fb.String() + ")"
 		}
 	default:
-		c, menu, err := chooseSlice(prof, req.SLO, ChooseOptions{Fallback: fb})
+		c, base, configs, err := PlanSlices(prof, req.SLO, ChooseOptions{Fallback: fb})
 		if err != nil {
 			var unmet *UnmetSLOError
 			if errors.As(err, &unmet) {
@@ -150,17 +172,7 @@ func PlanFunction(spec Function, store *profiles.Store, product string) (Plan, e
 			return Plan{}, fmt.Errorf("choose a slice for %s: %w", name, err)
 		}
 		req.SMPercent = c.SMPercent
-		pl.Base = SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
-		for _, x := range menu {
-			if x.SMPercent == c.SMPercent && x.Batch == c.Batch {
-				pl.Base = x // with its batch timings, valued as on the menu
-			}
-		}
-		pl.Configs = []SliceConfig{pl.Base}
-		if req.SLO > 0 {
-			pl.Configs = menu
-			pl.Autoscaled = true
-		}
+		pl.Base, pl.Configs, pl.Autoscaled = base, configs, req.SLO > 0
 		pl.Decision = c.Explanation
 	}
 	pl.Request = req

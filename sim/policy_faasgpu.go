@@ -149,17 +149,13 @@ func capBatch(plan scheduler.Plan, slo time.Duration, explicitSM bool, maxBatch 
 	if maxBatch <= 0 || plan.Profile == nil || explicitSM {
 		return plan, nil
 	}
-	c, err := scheduler.ChooseSlice(plan.Profile, slo, scheduler.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
+	c, base, configs, err := scheduler.PlanSlices(plan.Profile, slo, scheduler.ChooseOptions{MaxBatch: maxBatch, Fallback: plan.Fallback})
 	if err != nil {
 		return plan, err
 	}
-	plan.Base = scheduler.SliceConfig{SMPercent: c.SMPercent, Batch: c.Batch, Throughput: c.Throughput}
+	plan.Base, plan.Configs = base, configs
 	plan.Request.SMPercent = c.SMPercent
 	plan.Decision = c.Explanation
-	plan.Configs = []scheduler.SliceConfig{plan.Base}
-	if slo > 0 {
-		plan.Configs = scheduler.ConfigsFromProfile(plan.Profile, slo, maxBatch)
-	}
 	return plan, nil
 }
 
