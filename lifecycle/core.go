@@ -187,7 +187,10 @@ type replica struct {
 	// grows: a replacement of unsized replicas for a scale-up
 	// (replaceUnsized), placed wherever the scale-up's adds would be, a
 	// GPU not in use included.
-	grows      bool
+	grows bool
+	// roomBy: such a replacement waits until then for room on a GPU in
+	// use before it may open one (growUnsized); zero: it need not.
+	roomBy     time.Time
 	reason     string
 	reasonCode scheduler.NoFitCode
 	// demoting: warm, but its demote is not confirmed yet

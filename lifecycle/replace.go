@@ -155,11 +155,13 @@ func forgetReplaced(fn *function, id string) {
 }
 
 // cancelStuckReplacements forgets replacements still unplaced a tick after
-// they were asked for (no GPU has room for them now): the replicas they
-// were to replace stay, and the next resize decision starts afresh.
+// they were asked for (no GPU has room for them now), or after the wait
+// for room on a GPU in use of one that may then open a GPU (roomBy): the
+// replicas they were to replace stay, and the next decision starts
+// afresh.
 func (c *Core) cancelStuckReplacements(fn *function, now time.Time) {
 	for _, r := range slices.Clone(fn.live) {
-		if r.replaces != "" && r.placement == nil && now.After(r.pendingSince) {
+		if r.replaces != "" && r.placement == nil && now.After(r.pendingSince) && (r.roomBy.IsZero() || now.After(r.roomBy)) {
 			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
 			delete(c.replicas, r.id)
 		}

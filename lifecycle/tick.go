@@ -191,8 +191,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	added := 0
 	for i, cfg := range d.Add {
 		if i == 0 && len(olds) > 0 {
-			// It may open a GPU, as the adds it stands for would.
-			c.merge(fn, olds, cfg, now, d.Reason, res).grows = true
+			c.growUnsized(fn, olds, cfg, d.Reason, now, res)
 			fn.lastUp = now
 			added++
 			continue
@@ -241,6 +240,46 @@ func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time,
 		}
 	}
 	return stopped, ready
+}
+
+// growUnsized replaces fn's ready unsized replicas olds by one of cfg
+// for a scale-up, make-before-break. The new one may open a GPU, as the
+// adds it stands for would; but while another replacement is on its way,
+// whose retiring replicas will free their room on a GPU in use, it first
+// waits up to scheduler.RestartWithin for room there (replica.roomBy),
+// olds serving meanwhile. Opened at once, a GPU was held for a minute or
+// more until consolidation freed it: in the consolidation run the eight
+// first replicas fill one GPU's memory, and two functions' replacements
+// do not fit beside them together, one after the other they do.
+func (c *Core) growUnsized(fn *function, olds []*replica, cfg scheduler.SliceConfig, why string, now time.Time, res *Result) {
+	roomComing := c.replacementOnItsWay()
+	r := c.merge(fn, olds, cfg, now, why, res)
+	r.grows = true
+	if roomComing {
+		r.roomBy = now.Add(scheduler.RestartWithin)
+	}
+	// Placed at once, as a tentative add of a later function this tick
+	// would be: the room goes to the older.
+	tried := len(res.Decisions)
+	if c.placeOne(fn, r, map[string]map[string]bool{}, now, res) == placedOne {
+		res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
+		return
+	}
+	res.Decisions = res.Decisions[:tried] // pending: placeAll tries it again
+}
+
+// replacementOnItsWay reports whether some replacement is pending or
+// starting: once Ready it retires the replicas it replaces, and their
+// room is free.
+func (c *Core) replacementOnItsWay() bool {
+	for _, fn := range c.order {
+		for _, r := range fn.live {
+			if r.replacing() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resize asks scheduler.Resize whether fn's replicas, all Ready and none

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // A function's first replica gets the smallest slice, before its load is
@@ -85,6 +87,106 @@ func TestFirstScaleUpReplacesUnsized(t *testing.T) {
 			}
 			if got, _ := c.Function(rnKey); len(got.Live) <= len(sized) {
 				t.Errorf("%d replicas at 600 req/s, %d sized at 300: want more", len(got.Live), len(sized))
+			}
+		})
+	}
+}
+
+// Where the first scale-up's replacement of a ready unsized replica finds
+// no room on a GPU in use while another function's replacement is on its
+// way, it waits up to scheduler.RestartWithin for the room that one frees
+// there before it opens a GPU, its old replica serving meanwhile: two
+// functions whose replacements do not fit beside their first replicas
+// together fit one after the other. With no room freed within the wait,
+// it opens the other GPU once the wait is over, not before.
+func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
+	store := builtinStore(t)
+	tests := []struct {
+		name string
+		// ready: the first function's replacement is ready this long
+		// after the scale-up (its first replica retiring); 0: never.
+		ready time.Duration
+		// want: the GPU the second function's replacement starts on,
+		// when.
+		want   string
+		wantAt time.Duration
+	}{
+		{"room freed within the wait", 2 * time.Second, "GPU-0-0", 2 * time.Second},
+		{"no room freed", 0, "GPU-0-1", scheduler.RestartWithin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 2), nil, Options{Profiles: store})
+			// The filler leaves the first GPU room for one replica more
+			// than a's and b's first ones.
+			if _, err := c.Deploy(fn("filler", 10, 10, 1, 1), t0); err != nil {
+				t.Fatal(err)
+			}
+			keys := []string{"openfaas-fn/a", "openfaas-fn/b"}
+			for _, name := range []string{"a", "b"} {
+				spec := rnSpec()
+				spec.Deployment.Service = name
+				spec.GPU.MemoryBytes = 2 << 30
+				if _, err := c.Deploy(spec, t0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			readyAll(c, t0)
+			var first []ReplicaView
+			for _, k := range keys {
+				v, _ := c.Function(k)
+				if g := v.Live[0].Placement.GPUs[0]; g != "GPU-0-0" {
+					t.Fatalf("%s's first replica on %s, want GPU-0-0 beside the filler", k, g)
+				}
+				first = append(first, v.Live[0])
+			}
+			loads := make([]Load, 2)
+			tick := func(now time.Time) Result {
+				for i, k := range keys {
+					loads[i].Requests += 300
+					loads[i].LastRequest = now
+					c.ObserveLoad(k, loads[i])
+				}
+				return c.Tick(now)
+			}
+			var up time.Time
+			var res Result
+			for s := 1; s <= 5 && up.IsZero(); s++ {
+				now := t0.Add(time.Duration(s) * time.Second)
+				if res = tick(now); len(res.Scaled) > 0 {
+					if len(res.Scaled) != 2 || !strings.Contains(res.Scaled[1].Reason, "sized before the load was known") {
+						t.Fatalf("scaled %+v, want both first replicas replaced", res.Scaled)
+					}
+					up = now
+				}
+			}
+			if up.IsZero() {
+				t.Fatal("no scale-up at 300 req/s")
+			}
+			gpu, at := "", time.Duration(0)
+			for now := up; gpu == "" && now.Sub(up) <= 2*scheduler.RestartWithin; now = now.Add(time.Second) {
+				if now.After(up) {
+					res = Result{}
+					if tt.ready > 0 && now.Sub(up) == tt.ready {
+						for _, r := range c.replicas {
+							if r.fn == keys[0] && r.replacing() {
+								res = c.ReplicaReady(r.id, now)
+							}
+						}
+					}
+					res.Effects = append(res.Effects, tick(now).Effects...)
+				}
+				for _, e := range res.Effects {
+					if e.Kind == Start && e.Function == keys[1] {
+						gpu, at = e.Replica.Placement.GPUs[0], now.Sub(up)
+					}
+					if (e.Kind == Stop || e.Kind == Demote) && e.Replica.ID == first[1].ID {
+						t.Errorf("b's first replica retired at +%s before its replacement started", now.Sub(up))
+					}
+				}
+			}
+			if gpu != tt.want || at != tt.wantAt {
+				t.Errorf("b's replacement started on %q at +%s, want %s at +%s", gpu, at, tt.want, tt.wantAt)
 			}
 		})
 	}
