@@ -29,6 +29,12 @@ func (c *Core) replace(fn *function, old *replica, cfg scheduler.SliceConfig, no
 // yet.
 func (r *replica) replacing() bool { return r.replaces != "" }
 
+// waitsForRoom reports whether r is a first scale-up's replacement of
+// unsized replicas still waiting for room on a GPU in use (growUnsized).
+func (r *replica) waitsForRoom() bool {
+	return r.grows && r.replacing() && r.placement == nil && !r.roomBy.IsZero()
+}
+
 // serving is how many replicas fn has in service or on their way, a
 // replacement and the replicas it replaces counting once, as the
 // replacement.

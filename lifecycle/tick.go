@@ -154,7 +154,10 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 	replaced := replacedIDs(fn)
 	for _, r := range fn.live {
 		if !replaced[r.id] {
-			rc := scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config), Unsized: r.unsized && !r.replacing()}
+			// A replacement still waiting for room was sized on the rate
+			// of its decision, often a first second's: while it waits, the
+			// autoscaler may size it afresh instead of adding beside it.
+			rc := scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config), Unsized: r.unsized && !r.replacing() || r.waitsForRoom()}
 			if r.placement == nil || r.phase == Starting {
 				rc.Starting = true
 				if r.placement != nil {
@@ -175,7 +178,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 // applyScale carries out the autoscaler's decision d for fn: retires what
 // it removes, promotes or adds what it adds, and records the scaling.
 func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now time.Time, res *Result) {
-	restarted, olds := c.replaceUnsized(fn, d, now, res)
+	restarted, olds, roomBy := c.replaceUnsized(fn, d, now, res)
 	for _, id := range d.Remove {
 		if r := c.replicas[id]; r != nil && r.fn == fn.key {
 			c.retire(fn, r, now, "autoscaled down", res)
@@ -191,7 +194,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	added := 0
 	for i, cfg := range d.Add {
 		if i == 0 && len(olds) > 0 {
-			c.growUnsized(fn, olds, cfg, d.Reason, now, res)
+			c.growUnsized(fn, olds, cfg, d.Reason, roomBy, now, res)
 			fn.lastUp = now
 			added++
 			continue
@@ -223,9 +226,22 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 // successor may take its room; the ready ones are returned, for the first
 // add to replace make-before-break. Each is replaced once at most: what
 // replaces it is sized for the load.
-func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time, res *Result) (stopped int, ready []*replica) {
+func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time, res *Result) (stopped int, ready []*replica, roomBy time.Time) {
 	for _, id := range d.Replace {
 		r := c.replicas[id]
+		if r != nil && r.fn == fn.key && r.waitsForRoom() && slices.Contains(fn.live, r) {
+			// Sized afresh: what it was to replace goes to the first
+			// add, which waits no longer than it had to.
+			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
+			delete(c.replicas, r.id)
+			for _, oid := range append([]string{r.replaces}, r.replacesMore...) {
+				if o := c.replicas[oid]; o != nil && slices.Contains(fn.live, o) {
+					ready = append(ready, o)
+				}
+			}
+			roomBy = r.roomBy
+			continue
+		}
 		if r == nil || r.fn != fn.key || !r.unsized || r.replacing() || !slices.Contains(fn.live, r) {
 			continue
 		}
@@ -239,7 +255,7 @@ func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time,
 			ready = append(ready, r)
 		}
 	}
-	return stopped, ready
+	return stopped, ready, roomBy
 }
 
 // growUnsized replaces fn's ready unsized replicas olds by one of cfg
@@ -251,13 +267,12 @@ func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time,
 // more until consolidation freed it: in the consolidation run the eight
 // first replicas fill one GPU's memory, and two functions' replacements
 // do not fit beside them together, one after the other they do.
-func (c *Core) growUnsized(fn *function, olds []*replica, cfg scheduler.SliceConfig, why string, now time.Time, res *Result) {
-	roomComing := c.replacementOnItsWay()
-	r := c.merge(fn, olds, cfg, now, why, res)
-	r.grows = true
-	if roomComing {
-		r.roomBy = now.Add(scheduler.RestartWithin)
+func (c *Core) growUnsized(fn *function, olds []*replica, cfg scheduler.SliceConfig, why string, roomBy, now time.Time, res *Result) {
+	if roomBy.IsZero() && c.replacementOnItsWay() {
+		roomBy = now.Add(scheduler.RestartWithin)
 	}
+	r := c.merge(fn, olds, cfg, now, why, res)
+	r.grows, r.roomBy = true, roomBy
 	// Placed at once, as a tentative add of a later function this tick
 	// would be: the room goes to the older.
 	tried := len(res.Decisions)

@@ -98,7 +98,9 @@ func TestFirstScaleUpReplacesUnsized(t *testing.T) {
 // there before it opens a GPU, its old replica serving meanwhile: two
 // functions whose replacements do not fit beside their first replicas
 // together fit one after the other. With no room freed within the wait,
-// it opens the other GPU once the wait is over, not before.
+// it opens the other GPU once the wait is over, not before. Where the
+// load rises while it waits, it is sized afresh rather than joined by an
+// add beside it, and waits no longer than it had to.
 func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
 	store := builtinStore(t)
 	tests := []struct {
@@ -110,9 +112,15 @@ func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
 		// when.
 		want   string
 		wantAt time.Duration
+		// b, rise: b's requests a second, then from the second after
+		// the scale-up (0: as before). a's are 300.
+		b, rise uint64
 	}{
-		{"room freed within the wait", 2 * time.Second, "GPU-0-0", 2 * time.Second},
-		{"no room freed", 0, "GPU-0-1", scheduler.RestartWithin},
+		{"room freed within the wait", 2 * time.Second, "GPU-0-0", 2 * time.Second, 300, 0},
+		{"no room freed", 0, "GPU-0-1", scheduler.RestartWithin, 300, 0},
+		// One slice still carries b's new load.
+		{"b's load up while it waits", 2 * time.Second, "GPU-0-0", 2 * time.Second, 150, 280},
+		{"b's load up while it waits, no room freed", 0, "GPU-0-1", scheduler.RestartWithin, 150, 280},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,9 +149,10 @@ func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
 				first = append(first, v.Live[0])
 			}
 			loads := make([]Load, 2)
+			rate := []uint64{300, tt.b}
 			tick := func(now time.Time) Result {
 				for i, k := range keys {
-					loads[i].Requests += 300
+					loads[i].Requests += rate[i]
 					loads[i].LastRequest = now
 					c.ObserveLoad(k, loads[i])
 				}
@@ -163,6 +172,21 @@ func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
 			if up.IsZero() {
 				t.Fatal("no scale-up at 300 req/s")
 			}
+			waiting := func() (n int, cfg scheduler.SliceConfig) {
+				for _, r := range c.replicas {
+					if r.fn == keys[1] && r.replacing() && r.placement == nil {
+						n, cfg = n+1, r.config
+					}
+				}
+				return n, cfg
+			}
+			n, sized := waiting()
+			if n != 1 {
+				t.Fatalf("%d replacements of b waiting for room, want 1", n)
+			}
+			if tt.rise > 0 {
+				rate[1] = tt.rise
+			}
 			gpu, at := "", time.Duration(0)
 			for now := up; gpu == "" && now.Sub(up) <= 2*scheduler.RestartWithin; now = now.Add(time.Second) {
 				if now.After(up) {
@@ -175,6 +199,14 @@ func TestFirstScaleUpWaitsForRoomOnAGPUInUse(t *testing.T) {
 						}
 					}
 					res.Effects = append(res.Effects, tick(now).Effects...)
+				}
+				if tt.rise > 0 && gpu == "" {
+					if v, _ := c.Function(keys[1]); len(v.Live) != 2 {
+						t.Errorf("+%s: b has %d replicas, want its first and the replacement: an add beside a replacement that waits", now.Sub(up), len(v.Live))
+					}
+					if n, cfg := waiting(); n == 1 && now.Sub(up) == time.Second && cfg == sized {
+						t.Errorf("+1s: b's waiting replacement still %d %% SM batch %d, sized for the rate before the rise", cfg.SMPercent, cfg.Batch)
+					}
 				}
 				for _, e := range res.Effects {
 					if e.Kind == Start && e.Function == keys[1] {
