@@ -32,7 +32,7 @@ import (
 // It is not one of poolServes's views, for what it measured
 // (docs/scheduling.md, "Capacity of a pool"): timed at the pool's own
 // busy share, as the apart and lone views are, it rated pinned pools of
-// two and four x1.03-1.93 above the model and held them in the simulator
+// two and four x1.00-1.93 above the model and held them in the simulator
 // (at most 1.01 %), but planned with, h17-heavy15-double-slo2.5 seed 12
 // missed 2.23 % of its SLO, where GPUs are shared with other functions.
 // Timed crowded (as below) it is safe there, but gains little (pairs at a

@@ -170,7 +170,9 @@ func calibrationCases(t testing.TB, store *profiles.Store) []poolCase {
 // TestPoolCalibration prints, for every calibration case, contention on
 // and off, the bisected true capacity beside PoolCapacity's for the
 // slices the pool served with, their ratio, and the violations with the
-// pool run at the model's capacity. It takes minutes, so it
+// pool run at the model's capacity; then the sample path's capacity
+// (PoolPathCapacity, for copies of one slice), the truth over the better
+// of the two, and the violations at that better one. It takes minutes, so it
 // runs only with FAASGPU_POOL_CALIBRATION=1 (docs/evaluation.md, "Pooled
 // capacity against the simulator").
 func TestPoolCalibration(t *testing.T) {
@@ -186,7 +188,7 @@ func TestPoolCalibration(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| case | slice | contention | true req/s | model req/s | true/model | violations at model %% |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| case | slice | contention | true req/s | model req/s | true/model | violations at model %% | sample path req/s | true/best | violations at best %% |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range calibrationCases(t, real.Store) {
 		var base *profiles.Profile
 		if c.model != "synth" {
@@ -200,18 +202,25 @@ func TestPoolCalibration(t *testing.T) {
 		}
 		for _, con := range []*Contention{DefaultContention(), nil} {
 			truth, cfgs := bisectPool(t, cat, c, con, hi)
-			model, atModel := math.NaN(), math.NaN()
+			model, atModel, path, atBest := math.NaN(), math.NaN(), math.NaN(), math.NaN()
 			slice := "-"
 			if len(cfgs) > 0 {
 				model = scheduler.PoolCapacity(cfgs, c.slo, scheduler.DefaultSLOQuantile)
 				slice = fmt.Sprintf("%d%%/b%d..b%d x%d", cfgs[0].SMPercent, cfgs[0].Batch, cfgs[len(cfgs)-1].Batch, len(cfgs))
 				atModel = runPool(t, cat, c, model, con, 7).violations
+				if cfgs[0] == cfgs[len(cfgs)-1] { // the path times copies of one slice
+					path = scheduler.PoolPathCapacity(cfgs[0], len(cfgs), c.slo, scheduler.DefaultSLOQuantile)
+					atBest = atModel
+					if path > model {
+						atBest = runPool(t, cat, c, path, con, 7).violations
+					}
+				}
 			}
 			on := "off"
 			if con != nil {
 				on = "on"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.2f | %.2f |\n", c, slice, on, truth, model, truth/model, atModel)
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f |\n", c, slice, on, truth, model, truth/model, atModel, path, truth/max(model, path), atBest)
 		}
 	}
 	t.Log("\n" + b.String())
