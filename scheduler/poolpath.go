@@ -98,7 +98,7 @@ func pathDraw() []float64 {
 	return draw
 }
 
-// samplePath is one pool's sample path (see pathCapacity).
+// samplePath is one pool's sample path (see PoolPathCapacity).
 type samplePath struct {
 	n, b     int
 	slo      float64
