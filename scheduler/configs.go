@@ -13,20 +13,18 @@ import (
 // within slo at its p99 (QueueCapacity > 0, the model the autoscaler
 // plans with), with the throughput one replica sustains there. slo 0
 // lists every slice. Batches above maxBatch are left out when maxBatch >
-// 0. Each entry caches its lone-replica capacity at slo and its sample
-// path's for pools of two to four copies (SliceConfig.Lone: solved once
-// here, not at every tick).
+// 0. Each entry caches its lone-replica capacity at slo (SliceConfig.Lone:
+// a chain solved once here, not at every tick).
 func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []SliceConfig {
 	all := ConfigsWithin(p, slo, maxBatch)
 	if slo <= 0 {
 		return all
 	}
 	out := all[:0]
-	draw := pathDraw()
 	for _, c := range all {
 		c.Lone = LoneRate{SLO: slo, Quantile: DefaultSLOQuantile, Rate: loneCapacity(c, slo, DefaultSLOQuantile)}
 		if QueueCapacity(c, slo, DefaultSLOQuantile) > 0 {
-			out = append(out, withPools(c, draw))
+			out = append(out, c)
 		}
 	}
 	return out

@@ -27,16 +27,11 @@ type BatchSteps [maxSteps]BatchStep
 // LoneRate caches the partial-batch model's capacity of one replica
 // (loneCapacity) at one SLO and quantile: ConfigsFromProfile works it out
 // once for the menu, where the autoscaler would otherwise solve the chain
-// for every slice at every tick. Zero: not cached. Pool caches, at the
-// same SLO and quantile, the sample-path view's rate for 2, 3 ...
-// maxPathPool copies of the slice sharing one queue (withPools; 0: none
-// above poolServes's other views), whose probes cost a few simulated
-// seconds each.
+// for every slice at every tick. Zero: not cached.
 type LoneRate struct {
-	SLO      time.Duration            `json:"slo"`
-	Quantile float64                  `json:"quantile"`
-	Rate     float64                  `json:"rate"`
-	Pool     [maxPathPool - 1]float64 `json:"pool,omitzero"`
+	SLO      time.Duration `json:"slo"`
+	Quantile float64       `json:"quantile"`
+	Rate     float64       `json:"rate"`
 }
 
 // timed reports whether c knows the latency of each batch size it runs.

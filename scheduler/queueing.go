@@ -124,7 +124,7 @@ func lundbergResponse(c SliceConfig, rate, quantile float64) time.Duration {
 // of a pool").
 //
 // poolServes reports whether replicas cs hold the SLO at quantile for
-// Poisson arrivals at rate. It takes the best of four views; at the
+// Poisson arrivals at rate. It takes the best of three views; at the
 // capacity their best gives, every pinned pool measured held the SLO
 // within 1 % (contention on; docs/evaluation.md, "Pooled capacity against
 // the simulator"):
@@ -136,11 +136,7 @@ func lundbergResponse(c SliceConfig, rate, quantile float64) time.Duration {
 //   - batched: the pool as n·b slots that free a batch at a time, and the
 //     requests that join a busy replica's next batch (pooledMissShare):
 //     a free replica takes up to b of what waits, so the pool's rate
-//     grows with its queue, which the one-at-a-time view leaves out;
-//   - sample path: two to four copies of one slice sharing the queue,
-//     each batch at its own measured latency, crowded (pathServes,
-//     poolpath.go), cached per menu entry: the two views before time
-//     every batch at the slowest, where at a tight SLO most are partial.
+//     grows with its queue, which the one-at-a-time view leaves out.
 func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile float64) bool {
 	if rate <= 0 {
 		return true
@@ -162,8 +158,7 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 	if apartCapacity(cs, rate, slo, quantile) >= rate {
 		return true
 	}
-	return singlesMissShare(cs, rate, slo) <= eps || pooledMissShare(cs, rate, slo) <= eps ||
-		pathServes(cs, rate, slo, quantile)
+	return singlesMissShare(cs, rate, slo) <= eps || pooledMissShare(cs, rate, slo) <= eps
 }
 
 // apartCapacity is poolServes's apart view at rate: a lone replica's
