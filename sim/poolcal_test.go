@@ -246,24 +246,10 @@ func TestPoolModelIsTight(t *testing.T) {
 		// slow each other: 100 % missed there.
 		{poolCase{model: "resnet50", sm: 20, maxBatch: 8, n: 10, slo: 119 * time.Millisecond}, 8},
 	}
-	var real *Catalog
+	base := measuredBase("resnet50", "convnext_base")
 	for _, tt := range tests {
 		t.Run(tt.c.String(), func(t *testing.T) {
-			var base *profiles.Profile
-			if tt.c.model != "synth" {
-				if real == nil {
-					path := FindTable(".")
-					if path == "" {
-						t.Skip("no measured table (" + TableName + ")")
-					}
-					var err error
-					if real, err = LoadTable(path, []string{"resnet50", "convnext_base"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				base, _, _ = real.Store.Lookup(tt.c.model, gpu.V100Product)
-			}
-			pinnedIsTight(t, pinnedCatalog(t, base, tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "PoolCapacity", func(pool []scheduler.SliceConfig) float64 {
+			pinnedIsTight(t, pinnedCatalog(t, base(t, tt.c.model), tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "PoolCapacity", func(pool []scheduler.SliceConfig) float64 {
 				return scheduler.PoolCapacity(pool, tt.c.slo, scheduler.DefaultSLOQuantile)
 			})
 		})
@@ -286,18 +272,10 @@ func TestLoneModelIsTight(t *testing.T) {
 		{poolCase{model: "resnet152", sm: 20, maxBatch: 8, n: 1, slo: 67 * time.Millisecond}, 2},
 		{poolCase{model: "alexnet", sm: 10, maxBatch: 8, n: 1, slo: 9 * time.Millisecond}, 2},
 	}
-	path := FindTable(".")
-	if path == "" {
-		t.Skip("no measured table (" + TableName + ")")
-	}
-	real, err := LoadTable(path, []string{"mobilenet_v3_large", "resnet152", "alexnet"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := measuredBase("mobilenet_v3_large", "resnet152", "alexnet")
 	for _, tt := range tests {
 		t.Run(tt.c.String(), func(t *testing.T) {
-			base, _, _ := real.Store.Lookup(tt.c.model, gpu.V100Product)
-			pinnedIsTight(t, pinnedCatalog(t, base, tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "QueueCapacity", func(pool []scheduler.SliceConfig) float64 {
+			pinnedIsTight(t, pinnedCatalog(t, base(t, tt.c.model), tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "QueueCapacity", func(pool []scheduler.SliceConfig) float64 {
 				return scheduler.QueueCapacity(pool[0], tt.c.slo, scheduler.DefaultSLOQuantile)
 			})
 		})
@@ -323,30 +301,42 @@ func TestPoolPathIsTight(t *testing.T) {
 		{poolCase{model: "resnet50", sm: 20, maxBatch: 8, n: 4, slo: 50 * time.Millisecond}, 4},
 		{poolCase{model: "resnet152", sm: 20, maxBatch: 8, n: 2, slo: 161 * time.Millisecond}, 4},
 	}
-	var real *Catalog
+	base := measuredBase("convnext_base", "resnet50", "resnet152")
 	for _, tt := range tests {
 		t.Run(tt.c.String(), func(t *testing.T) {
-			var base *profiles.Profile
-			if tt.c.model != "synth" {
-				if real == nil {
-					path := FindTable(".")
-					if path == "" {
-						t.Skip("no measured table (" + TableName + ")")
-					}
-					var err error
-					if real, err = LoadTable(path, []string{"convnext_base", "resnet50", "resnet152"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				base, _, _ = real.Store.Lookup(tt.c.model, gpu.V100Product)
-			}
-			pinnedIsTight(t, pinnedCatalog(t, base, tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "PoolPathCapacity", func(pool []scheduler.SliceConfig) float64 {
+			pinnedIsTight(t, pinnedCatalog(t, base(t, tt.c.model), tt.c.sm, tt.c.maxBatch), tt.c, tt.batch, over, "PoolPathCapacity", func(pool []scheduler.SliceConfig) float64 {
 				model := scheduler.PoolCapacity(pool, tt.c.slo, scheduler.DefaultSLOQuantile)
 				path := scheduler.PoolPathCapacity(pool[0], len(pool), tt.c.slo, scheduler.DefaultSLOQuantile)
 				t.Logf("model %.1f req/s, sample path %.1f req/s", model, path)
 				return max(model, path)
 			})
 		})
+	}
+}
+
+// measuredBase gives the pinned cases' profiles: the measured table's
+// for models, loaded once and only where a case needs it (a case is
+// skipped without the table), and nil for "synth", pinnedCatalog's
+// synthetic model.
+func measuredBase(models ...string) func(t *testing.T, model string) *profiles.Profile {
+	var real *Catalog
+	return func(t *testing.T, model string) *profiles.Profile {
+		t.Helper()
+		if model == "synth" {
+			return nil
+		}
+		if real == nil {
+			path := FindTable(".")
+			if path == "" {
+				t.Skip("no measured table (" + TableName + ")")
+			}
+			var err error
+			if real, err = LoadTable(path, models); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, _, _ := real.Store.Lookup(model, gpu.V100Product)
+		return p
 	}
 }
 
