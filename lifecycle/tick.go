@@ -233,7 +233,7 @@ func (c *Core) replaceUnsized(fn *function, d scheduler.Decision, now time.Time,
 			// Sized afresh: what it was to replace goes to the first
 			// add, which waits no longer than it had to.
 			fn.live = slices.DeleteFunc(fn.live, func(x *replica) bool { return x == r })
-			delete(c.replicas, r.id)
+			c.stop(r, now, "sized afresh while it waited for room: "+d.Reason, res) // never placed: forgotten, undoably
 			for _, oid := range append([]string{r.replaces}, r.replacesMore...) {
 				if o := c.replicas[oid]; o != nil && slices.Contains(fn.live, o) {
 					ready = append(ready, o)
