@@ -103,7 +103,12 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 	if fn == nil || fn.plan.Request.WholeGPUs > 0 {
 		return true
 	}
-	if now.Sub(fn.createdAt) < c.opts.Consolidate.CoolDown {
+	// A new function's replicas in service stay where they are until its
+	// load has shown itself. Not its warm ones if it serves one model
+	// steadily: out of service, they are a scale-down's flap, and held,
+	// a warm replica alone on a GPU kept that GPU to the end of the
+	// function's first minute (the consolidation run).
+	if now.Sub(fn.createdAt) < c.opts.Consolidate.CoolDown && (r.phase != Warm || fn.burst.Bursty() || fn.mix != nil) {
 		return true
 	}
 	// A scaling holds its function's replicas for the autoscaler's own

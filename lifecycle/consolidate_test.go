@@ -189,13 +189,18 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		models bool          // each replica holds several models
 		stop   time.Duration // requests (100/s) stop this long before the scale-down; 0: they go on
 		yield  bool
+		// down: the scale-down this long after the deploy; 0: 90 s,
+		// past consolidation's hold of a new function.
+		down time.Duration
 	}{
-		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true},
-		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true},
-		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false},
-		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false},
-		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false},
-		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true},
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true, 0},
+		{"its function deployed within the minute, steady: freed", 1, 10 * time.Second, false, 0, true, 35 * time.Second},
+		{"its function deployed within the minute, its load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 35 * time.Second},
+		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true, 0},
+		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 0},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false, 0},
+		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false, 0},
+		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,6 +222,9 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 				}
 			}
 			down := t0.Add(90 * time.Second)
+			if tc.down > 0 {
+				down = t0.Add(tc.down)
+			}
 			end := down.Add(tc.check)
 			if tc.stop > 0 {
 				end = down.Add(-tc.stop)
