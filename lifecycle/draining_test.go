@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -85,5 +86,116 @@ func TestSetInventoryHoldingBooksBeforePlacing(t *testing.T) {
 				t.Fatalf("effects %q, booked %q; want %q, %q", got, booked, tt.want, tt.booked)
 			}
 		})
+	}
+}
+
+// A new node changes no booking on the GPUs that were there: the core
+// books every replica afresh (rebook), each as the allocator held it. A
+// warm replica holds its memory and no SM share, whether it is still warm
+// or stopped and draining (a warm replica yielded, its function deleted):
+// booked again with its SM share, it took the room of replicas in service
+// beside it, which were then stopped as if gone with their node while
+// their pods ran on (test/k8s TestNodeLossReplacesReplicas: two
+// Deployments of one function on one GPU, 200 % SM). A restart from the
+// records (Restore) books the warm replicas back the same way.
+func TestRebookingKeepsEveryBooking(t *testing.T) {
+	key := func(name string) string { return Key("openfaas-fn", name) }
+	// warmOf deploys w (its slice sm %, 8 GiB) and scales it to zero, its
+	// demote confirmed: warm, its memory booked and no SM share.
+	warmOf := func(t *testing.T, c *Core, sm int, now time.Time) {
+		t.Helper()
+		if _, err := c.Deploy(fn("w", sm, 8, 0, 1), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Scale("openfaas-fn", "w", 0, now); err != nil {
+			t.Fatal(err)
+		}
+		v, _ := c.Function(key("w"))
+		if len(v.Warm) != 1 {
+			t.Fatalf("w not warm: %+v", v)
+		}
+		c.ReplicaDemoted(v.Warm[0].ID, now)
+	}
+	tests := []struct {
+		name  string
+		setUp func(t *testing.T, c *Core)
+		// restart: the records hold every booking (none draining), so a
+		// restart from them books the same.
+		restart bool
+	}{
+		{"a warm replica, older than the replicas in service beside it", func(t *testing.T, c *Core) {
+			warmOf(t, c, 100, t0)
+			if _, err := c.Deploy(fn("m", 50, 4, 2, 2), t0.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a warm replica, newer than the replicas in service that fill its GPU's SMs", func(t *testing.T, c *Core) {
+			if _, err := c.Deploy(fn("m", 50, 4, 1, 2), t0); err != nil {
+				t.Fatal(err)
+			}
+			warmOf(t, c, 50, t0.Add(time.Second))
+			if _, _, err := c.Scale("openfaas-fn", "m", 2, t0.Add(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a warm replica stopped, draining (its function deleted)", func(t *testing.T, c *Core) {
+			warmOf(t, c, 100, t0)
+			if _, err := c.Delete("openfaas-fn", "w", t0.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := c.Replica("w-1"); !ok || v.Phase != Draining {
+				t.Fatalf("w's replica not draining: %+v", v)
+			}
+			if _, err := c.Deploy(fn("m", 50, 4, 2, 2), t0.Add(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{ConfirmStops: true, ConfirmDemotes: true})
+			tt.setUp(t, c)
+			v, _ := c.Function(key("m"))
+			if len(v.Live) != 2 || v.Live[0].Placement == nil || v.Live[1].Placement == nil {
+				t.Fatalf("m's replicas not both placed beside the warm one: %+v", v.Live)
+			}
+			before := c.Usage()
+			res := c.SetInventory(inventory(2, 1), t0.Add(time.Minute))
+			for _, e := range res.Effects {
+				if e.Kind == Stop || e.Kind == Start {
+					t.Errorf("a node added: %s %s (%s)", e.Kind, e.Replica.ID, e.Why)
+				}
+			}
+			sameBookings(t, "a node added", before, c.Usage())
+			if !tt.restart {
+				return
+			}
+			var recs []Record
+			for _, f := range c.order {
+				recs = append(recs, *f.record())
+			}
+			c2 := New(inventory(2, 1), nil, Options{ConfirmStops: true, ConfirmDemotes: true})
+			if _, notes := c2.Restore(recs, t0.Add(2*time.Minute)); len(notes) != 0 {
+				t.Errorf("a restart: %+v", notes)
+			}
+			sameBookings(t, "a restart", before, c2.Usage())
+		})
+	}
+}
+
+// sameBookings reports each GPU of before whose bookings differ in after.
+func sameBookings(t *testing.T, after string, before, now []scheduler.GPUUsage) {
+	t.Helper()
+	for _, b := range before {
+		i := slices.IndexFunc(now, func(u scheduler.GPUUsage) bool { return u.Device.UUID == b.Device.UUID })
+		if i < 0 {
+			t.Errorf("%s: GPU %s gone", after, b.Device.UUID)
+			continue
+		}
+		a := now[i]
+		if a.SMAllocated != b.SMAllocated || a.MemoryAllocated != b.MemoryAllocated || !maps.Equal(a.Replicas, b.Replicas) {
+			t.Errorf("GPU %s: %d%% SM, %d GiB, %v before; %d%%, %d GiB, %v after %s",
+				b.Device.UUID, b.SMAllocated, b.MemoryAllocated>>30, b.Replicas, a.SMAllocated, a.MemoryAllocated>>30, a.Replicas, after)
+		}
 	}
 }

@@ -194,6 +194,16 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 	for _, ir := range c.cache.Idle("") {
 		since[ir.ID] = ir.Since
 	}
+	// Each replica is booked again as the allocator held it, not as its
+	// phase suggests: a warm replica stopped (yielded, expired, its
+	// function deleted) drains holding its memory only, and booked with
+	// its SM share it took the room of the replicas in service beside it.
+	was := map[string]scheduler.Booking{}
+	for _, u := range c.alloc.Usage() {
+		for id, b := range u.Replicas {
+			was[id] = b
+		}
+	}
 	var lost []string
 	for _, r := range order {
 		p, ok := held[r.id]
@@ -202,19 +212,22 @@ func (c *Core) rebook(inv gpu.Inventory, now time.Time) []string {
 		}
 		models := c.cache.Models(r.id)
 		c.cache.RemoveReplica(r.id, now)
-		if err := a.Restore(r.id, p); err != nil {
-			lost = append(lost, r.id)
-			continue
-		}
-		if r.phase == Warm && !r.demoting || r.standby {
+		var err error
+		if b := was[r.id]; b.Idle {
 			idle := now
 			if t, ok := since[r.id]; ok {
 				idle = t
 			}
-			_ = a.Demote(r.id, idle)
-			if r.standby {
+			err = a.RestoreIdle(r.id, p, idle)
+			if err == nil && b.Spare {
 				_ = a.MarkSpare(r.id)
 			}
+		} else {
+			err = a.Restore(r.id, p)
+		}
+		if err != nil {
+			lost = append(lost, r.id)
+			continue
 		}
 		var own gpu.Request
 		if fn := c.functions[r.fn]; fn != nil {

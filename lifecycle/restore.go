@@ -52,7 +52,12 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 				r.config = pl.Base
 			}
 			c.replicas[r.id] = r
-			if err := c.alloc.Restore(pr.ID, pr.Placement); err != nil {
+			// A warm replica holds its memory, not its SM share.
+			restore := c.alloc.Restore
+			if pr.Idle {
+				restore = func(id string, p scheduler.Placement) error { return c.alloc.RestoreIdle(id, p, now) }
+			}
+			if err := restore(pr.ID, pr.Placement); err != nil {
 				if note.Lost == nil {
 					note.Lost = map[string]error{}
 				}
@@ -69,7 +74,6 @@ func (c *Core) Restore(recs []Record, now time.Time) (Result, []Restored) {
 			p := pr.Placement
 			r.placement = &p
 			if pr.Idle {
-				_ = c.alloc.Demote(pr.ID, now)
 				if pr.Standby {
 					_ = c.alloc.MarkSpare(pr.ID)
 					r.standby = true

@@ -474,6 +474,41 @@ func (a *Allocator) book(id string, p Placement) {
 func (a *Allocator) Restore(id string, p Placement) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if err := a.restorable(id, p, (*gpuState).fits); err != nil {
+		return err
+	}
+	a.book(id, p)
+	return nil
+}
+
+// RestoreIdle books a known placement again as an idle warm replica's,
+// idle since then: its memory, not its SM share, so it needs only memory
+// free. Booked in service and demoted after, it would need its SM share
+// free for a moment, and a warm replica on a GPU whose SMs others fill
+// would not come back although it holds none of them. A standby is
+// marked after (MarkSpare).
+func (a *Allocator) RestoreIdle(id string, p Placement, since time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.restorable(id, p, (*gpuState).fitsIdle); err != nil {
+		return err
+	}
+	a.book(id, p)
+	for _, u := range p.GPUs {
+		a.byUUID[u].setIdle(id)
+	}
+	a.cache.SetIdle(id, since)
+	return nil
+}
+
+// fitsIdle: an idle warm replica's memory fits (it books no SM share).
+func (g *gpuState) fitsIdle(s gpu.Slice) bool {
+	return g.memUsed+s.MemoryBytes <= g.dev.MemoryBytes
+}
+
+// restorable checks that p can be booked again for id: each of its GPUs
+// is known, on p's node, and fits the slice as fits says.
+func (a *Allocator) restorable(id string, p Placement, fits func(*gpuState, gpu.Slice) bool) error {
 	if _, ok := a.held[id]; ok {
 		return fmt.Errorf("replica %s is already placed", id)
 	}
@@ -488,11 +523,10 @@ func (a *Allocator) Restore(id string, p Placement) error {
 		if g.dev.Node != p.Node {
 			return fmt.Errorf("replica %s: GPU %s is on node %s, not %s", id, u, g.dev.Node, p.Node)
 		}
-		if !g.fits(p.Slice) {
+		if !fits(g, p.Slice) {
 			return fmt.Errorf("replica %s: %d%% SM / %s no longer fits on GPU %s", id, p.Slice.SMPercent, gpu.FormatBytes(p.Slice.MemoryBytes), u)
 		}
 	}
-	a.book(id, p)
 	return nil
 }
 

@@ -126,6 +126,47 @@ func TestReleaseFreesAndRestoreRebooks(t *testing.T) {
 	}
 }
 
+// A warm replica booked again holds its memory and no SM share: it needs
+// only memory free, and it comes back idle.
+func TestRestoreIdleNeedsMemoryOnly(t *testing.T) {
+	p := func(sm int, memGiB int64, u string) Placement {
+		return Placement{Node: "n0", GPUs: []string{u}, Slice: gpu.Slice{SMPercent: sm, MemoryBytes: memGiB << 30}}
+	}
+	tests := []struct {
+		name   string
+		idle   Placement
+		fits   bool
+		sm     int   // SM % booked after
+		memGiB int64 // memory booked after
+	}{
+		{"beside replicas in service that fill the GPU's SMs", p(50, 8, "n0-g0"), true, 100, 16},
+		{"its memory not free", p(50, 9, "n0-g0"), false, 100, 8},
+		{"on a GPU not in the inventory", p(50, 1, "gone"), false, 100, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := NewAllocator(inventory([]int64{16}), nil)
+			for _, id := range []string{"a", "b"} { // 100 % SM, 8 GiB in service
+				if _, err := reserve(a, id, gpu.Request{SMPercent: 50, MemoryBytes: 4 << 30}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Restore("w", tt.idle); err == nil {
+				t.Fatal("booked in service, the warm replica fitted beside 100 % SM")
+			}
+			err := a.RestoreIdle("w", tt.idle, time.Time{})
+			if (err == nil) != tt.fits {
+				t.Fatalf("RestoreIdle: %v, want fits=%v", err, tt.fits)
+			}
+			u := a.Usage()[0]
+			if u.SMAllocated != tt.sm || u.MemoryAllocated != tt.memGiB<<30 || u.Replicas["w"].Idle != tt.fits {
+				t.Fatalf("usage = %+v", u)
+			}
+			checkInvariants(t, a)
+		})
+	}
+}
+
 func TestConcurrentReserveNeverOversubscribes(t *testing.T) {
 	a := NewAllocator(gpu.BuiltinInventory("n"), nil)
 	req := gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}
