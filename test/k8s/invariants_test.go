@@ -151,8 +151,13 @@ func deploymentUsage(ctx context.Context) (usage, error) {
 		return nil, err
 	}
 	// A Deployment's count includes its warm replicas, whose pods keep
-	// memory and no SMs.
-	warm, err := env.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labelWarm + "=true"})
+	// memory and no SMs. The pods are read as they were when the
+	// Deployments were (the same etcd revision): read later, a
+	// Deployment listed before it was scaled to zero had its warm pod
+	// already terminating, so not counted as warm, and its count was
+	// taken for replicas in service beside the ones that have the SMs.
+	warm, err := env.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labelWarm + "=true",
+		ResourceVersion: deps.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
 	if err != nil {
 		return nil, err
 	}
