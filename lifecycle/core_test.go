@@ -441,3 +441,65 @@ func TestConfirmedEvictionWaitsForTheWarmReplica(t *testing.T) {
 		t.Fatalf("once gone: %q, want the new replica started", got)
 	}
 }
+
+// A replica lost with its node or GPU is stopped with the placement it
+// had: where the GPU is still there (a rebook it no longer fits), its
+// process or pod still runs on it, and the backend needs to know where to
+// drain it (k8s holds that GPU until the pod is gone).
+func TestLostReplicaIsStoppedWhereItRan(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(inv gpu.Inventory, where scheduler.Placement) gpu.Inventory
+	}{
+		{"its node removed", func(inv gpu.Inventory, where scheduler.Placement) gpu.Inventory {
+			inv.Nodes = slices.DeleteFunc(slices.Clone(inv.Nodes), func(n gpu.Node) bool { return n.Name == where.Node })
+			return inv
+		}},
+		{"its GPU's memory shrunk below its booking", func(inv gpu.Inventory, where scheduler.Placement) gpu.Inventory {
+			out := gpu.Inventory{Source: inv.Source}
+			for _, n := range inv.Nodes {
+				n.GPUs = slices.Clone(n.GPUs)
+				for i := range n.GPUs {
+					if n.GPUs[i].UUID == where.GPUs[0] {
+						n.GPUs[i].MemoryBytes = 6 << 30
+					}
+				}
+				out.Nodes = append(out.Nodes, n)
+			}
+			return out
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := inventory(2, 1)
+			c := New(inv, nil, Options{ConfirmStops: true})
+			for _, f := range []scheduler.Function{fn("a", 30, 4, 1, 1), fn("b", 30, 4, 1, 1)} {
+				if _, err := c.Deploy(f, t0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, _ := c.Function(Key("openfaas-fn", "a"))
+			b, _ := c.Function(Key("openfaas-fn", "b"))
+			where := *b.Live[0].Placement
+			if a.Live[0].Placement.GPUs[0] != where.GPUs[0] {
+				t.Fatalf("a on %v, b on %v: want one GPU", a.Live[0].Placement.GPUs, where.GPUs)
+			}
+			res := c.SetInventory(tt.change(inv, where), t0.Add(time.Second))
+			var stop *Effect
+			for i, e := range res.Effects {
+				if e.Kind == Stop && e.Replica.ID == b.Live[0].ID {
+					stop = &res.Effects[i]
+				}
+			}
+			if stop == nil {
+				t.Fatalf("b's replica not stopped: %q", kinds(res))
+			}
+			if stop.Replica.Placement == nil || !slices.Equal(stop.Replica.Placement.GPUs, where.GPUs) {
+				t.Fatalf("b's Stop names placement %+v; want where it ran, %v", stop.Replica.Placement, where.GPUs)
+			}
+			if _, held := c.Replica(b.Live[0].ID); held {
+				t.Errorf("b's lost replica is still held by the core")
+			}
+		})
+	}
+}

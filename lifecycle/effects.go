@@ -25,6 +25,10 @@ const (
 	// Stop ends a replica and frees what it holds. A replica stopped while
 	// booked drains: the backend reports it gone (ReplicaGone) once it
 	// can no longer use its GPU, and only then is the booking released.
+	// One stopped with its booking gone (lost with its node or GPU, or a
+	// warm one evicted) carries the placement it had: where that GPU is
+	// still there its process may still run on it, and the backend ends
+	// it there without a booking to drain.
 	Stop Kind = "stop"
 	// Demote takes a replica out of service and keeps it, its model and
 	// its memory: a warm replica.

@@ -138,7 +138,11 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 		if r == nil {
 			continue
 		}
-		r.placement = nil // its booking is gone with the node
+		// The Stop names where it ran: where its GPU is still there (a
+		// rebook it no longer fits) its process may still run on it, and
+		// the backend drains it there. The replica itself holds nothing.
+		v := r.view()
+		r.placement = nil // its booking is gone with the node or GPU
 		fn := c.functions[r.fn]
 		wasLive := fn != nil && slices.Contains(fn.live, r)
 		if wasLive {
@@ -150,7 +154,6 @@ func (c *Core) SetInventoryHolding(inv gpu.Inventory, held []Held, now time.Time
 			fn.warm = slices.DeleteFunc(fn.warm, func(x *replica) bool { return x == r })
 		}
 		delete(c.replicas, id)
-		v := r.view()
 		res.add(Effect{Kind: Stop, Function: r.fn, Replica: v, Why: "its node or GPU is gone"})
 		if wasLive {
 			c.addPending(fn, r.config, now)
