@@ -76,9 +76,15 @@ type eviction struct {
 	gpus      []string
 }
 
+// drain is a group shrinking while pods it no longer counts may still run:
+// ids are stopped replicas whose bookings the core holds until the group
+// has settled; gpus are where a replica stopped without a booking (lost in
+// a rebook, its GPU still there) ran, held outside the core (heldGPUs) for
+// as long.
 type drain struct {
 	fn, ns, group string
 	ids           []string
+	gpus          []string
 }
 
 // coreOptions are the lifecycle settings of the Kubernetes backend: a
@@ -214,23 +220,33 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 				continue
 			}
 			_, held := s.core.Replica(e.Replica.ID)
+			// Stopped without a booking (a warm replica evicted for its
+			// memory, one lost in a rebook): the allocator gave its room
+			// away, but its pod runs on until the writer has removed it.
+			var unbooked []string
+			if !held {
+				unbooked = s.presentGPUs(e.Replica.Placement)
+			}
 			if pod, warm := s.warmPod[e.Replica.ID]; warm {
 				// A warm replica evicted or expired: its own pod must go,
 				// not whichever pod the ReplicaSet controller would pick.
 				delete(s.warmPod, e.Replica.ID)
 				if pod != "" {
 					ns, _ := splitKey(e.Function)
-					ev := eviction{fn: e.Function, group: name}
-					if !held && e.Replica.Placement != nil {
-						ev.gpus = e.Replica.Placement.GPUs
-					}
-					s.evictions[fnKey(ns, pod)] = ev
+					s.evictions[fnKey(ns, pod)] = eviction{fn: e.Function, group: name, gpus: unbooked}
+					unbooked = nil // held while that pod exists
 				}
 			}
 			if !held {
-				// Gone with its node, or a warm replica evicted (the
-				// allocator released its booking): nothing to drain.
 				delete(s.groupOf, e.Replica.ID)
+				if len(unbooked) > 0 {
+					// Its group drains, its GPUs held, until the pods
+					// beyond what the core holds are gone (checkDrains).
+					s.holdDrain(e.Function, name, unbooked)
+				}
+				// Else gone with its node (a pod left there that runs
+				// again when it is back is a stray: strays), or its pod
+				// tied and held as an eviction.
 				continue
 			}
 			s.addDrain(e.Function, name, e.Replica.ID)
@@ -273,6 +289,38 @@ func (s *state) addDrain(fn, name, id string) {
 	d.ids = append(d.ids, id)
 }
 
+// holdDrain drains group name of function fn for a replica stopped
+// without a booking whose pod may still run on gpus.
+func (s *state) holdDrain(fn, name string, gpus []string) {
+	ns, _ := splitKey(fn)
+	dk := fnKey(ns, name)
+	d := s.drains[dk]
+	if d == nil {
+		d = &drain{fn: fn, ns: ns, group: name}
+		s.drains[dk] = d
+	}
+	for _, u := range gpus {
+		if !slices.Contains(d.gpus, u) {
+			d.gpus = append(d.gpus, u)
+		}
+	}
+}
+
+// presentGPUs are those of p still in the inventory: where a pod placed
+// at p may still run. None for a node gone.
+func (s *state) presentGPUs(p *scheduler.Placement) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range s.core.Inventory().Devices() {
+		if slices.Contains(p.GPUs, d.UUID) {
+			out = append(out, d.UUID)
+		}
+	}
+	return out
+}
+
 // forgetGone drops what the core no longer holds: a drained replica whose
 // booking went with its node, a replica an undone operation made, and from
 // the drains a replica an undone operation put back in service.
@@ -307,7 +355,7 @@ func (s *state) forgetGone() {
 			}
 		}
 		d.ids = kept
-		if len(d.ids) == 0 {
+		if len(d.ids) == 0 && len(d.gpus) == 0 {
 			delete(s.drains, k)
 		}
 	}
@@ -503,8 +551,10 @@ func (s *state) reportOneReady(k string, serving func(ns string, g *group) []str
 
 // heldGPUs are the GPUs where nothing new may start yet: those of an
 // evicted warm pod that still exists (podExists; nil: any recorded), whose
-// memory the allocator gave away at once. Value: "" (an eviction holds
-// every group on the GPU). A warm replica whose pod is not labelled yet
+// memory the allocator gave away at once, and those of a drain for a
+// replica lost without its booking (holdDrain), until the drain ends.
+// Value: "" (each holds every group on the GPU, its own included: pods
+// it no longer counts may still run there). A warm replica whose pod is not labelled yet
 // needs no hold here: the core keeps its SM share booked until then
 // (lifecycle.Options.ConfirmDemotes).
 func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[string]bool {
@@ -520,6 +570,11 @@ func (s *state) heldGPUs(podExists func(ns, pod string) bool) map[string]map[str
 			continue
 		}
 		for _, u := range e.gpus {
+			hold(u, "")
+		}
+	}
+	for _, d := range s.drains {
+		for _, u := range d.gpus {
 			hold(u, "")
 		}
 	}

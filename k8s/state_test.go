@@ -323,3 +323,78 @@ func TestNodeBackWithItsPodsHoldsTheirShares(t *testing.T) {
 		})
 	}
 }
+
+// A replica whose booking no longer fits when every booking is made again
+// (a GPU's reported memory shrinks below what its replicas hold) is
+// stopped by the core with its booking gone, while its pod still runs on
+// that GPU: its group drains, and the GPU is held (nothing new starts on
+// it) until that pod is gone, as for a warm pod evicted for its memory.
+// Before, the Stop of a replica without a booking drained nothing: the
+// room the core freed could be given to a new pod beside the old one.
+func TestReplicaLostInARebookDrainsItsPod(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name string
+		warm bool // g scaled to zero and kept warm, its pod tied to it
+	}{
+		{"in service", false},
+		{"warm, its pod tied", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := gpu.Inventory{Source: "test", Nodes: cluster2x2().Nodes[:1]}
+			s := testState(inv)
+			mustDeploy(t, s, spec("f", 30, nil), now)
+			mustDeploy(t, s, spec("g", 30, map[string]string{scheduler.LabelScaleZero: "true"}), now)
+			fg, gg := s.groupSpecs("ns/f"), s.groupSpecs("ns/g")
+			if len(fg) != 1 || len(gg) != 1 || fg[0].Placement.GPUs[0] != gg[0].Placement.GPUs[0] {
+				t.Fatalf("f %+v and g %+v: want one group each on one GPU", fg, gg)
+			}
+			shared, old := gg[0].Placement.GPUs[0], gg[0].Name
+			gv, _ := s.core.Function("ns/g")
+			id := gv.Live[0].ID
+			podOf := map[string]string{old: "g-pod"}
+			if tt.warm {
+				mustScale(t, s, "g", 0, now)
+				if v, _ := s.core.Function("ns/g"); len(v.Warm) != 1 {
+					t.Fatalf("g scaled to zero: %+v, want one warm replica", v)
+				}
+				s.warmPod[id] = podOf[old] // the writer has labelled its pod
+				s.confirmDemotes(now)
+			}
+
+			// The shared GPU now reports 6 GiB: f, the older, keeps its 4 GiB;
+			// g's booking no longer fits.
+			shrunk := gpu.Inventory{Source: "test", Nodes: []gpu.Node{{Name: "a", GPUs: append([]gpu.Device(nil), inv.Nodes[0].GPUs...)}}}
+			for i := range shrunk.Nodes[0].GPUs {
+				if shrunk.Nodes[0].GPUs[i].UUID == shared {
+					shrunk.Nodes[0].GPUs[i].MemoryBytes = 6 << 30
+				}
+			}
+			s.setInventory(shrunk, nil, now)
+			if _, ok := s.core.Replica(id); ok {
+				t.Fatalf("g's replica %s still booked on %s after the shrink", id, shared)
+			}
+			running := map[string]int{old: 1} // g's pod on the shared GPU
+			exists := func(_, pod string) bool { return pod == podOf[old] && running[old] > 0 }
+			settled := func(_, group string, size int) bool { return running[group] <= size }
+			if held := s.heldGPUs(exists); held[shared] == nil {
+				t.Fatalf("g's pod still runs on %s, which is not held: %v", shared, held)
+			}
+			if ended, _ := s.checkDrains(settled, now); len(ended) != 0 {
+				t.Fatalf("drains ended while g's pod runs: %+v", ended)
+			}
+			if held := s.heldGPUs(exists); held[shared] == nil {
+				t.Fatalf("%s released while g's pod runs: %v", shared, held)
+			}
+			running[old] = 0
+			s.checkDrains(settled, now)
+			if held := s.heldGPUs(exists); held[shared] != nil {
+				t.Fatalf("%s still held once g's pod is gone: %v", shared, held)
+			}
+			if _, draining := s.drains[fnKey("ns", old)]; draining {
+				t.Fatalf("g's old group %s still drains once its pod is gone", old)
+			}
+		})
+	}
+}
