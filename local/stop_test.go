@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/logs"
 	"go.uber.org/zap"
@@ -224,5 +225,40 @@ func TestClassicRequestLeavesNoProcess(t *testing.T) {
 	}
 	if alive(grandchild) {
 		t.Errorf("the request's background process %d outlives it", grandchild)
+	}
+}
+
+// A replica whose booking no longer fits when the GPUs change (its GPU's
+// memory shrunk below what its replicas hold) is stopped by the core
+// without a booking; its worker must end as any stopped one does, so that
+// nothing of it runs beside what the core holds (k8s drains its pod:
+// k8s.TestReplicaLostInARebookDrainsItsPod).
+func TestReplicaLostInARebookStops(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if err := b.Deploy(ctx, fnSpec(name, 30, 4<<30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := replicaIDs(b, "b")
+	where := placements(t, b)
+	if lost == "" || where[lost].GPUs[0] != where[replicaIDs(b, "a")].GPUs[0] {
+		t.Fatalf("a and b not on one GPU: %+v", where)
+	}
+	inv := gpu.BuiltinInventory("node-a")
+	for i := range inv.Nodes[0].GPUs {
+		if inv.Nodes[0].GPUs[i].UUID == where[lost].GPUs[0] {
+			inv.Nodes[0].GPUs[i].MemoryBytes = 6 << 30 // a, the older, keeps its 4 GiB
+		}
+	}
+	b.SetInventory(inv)
+	b.mu.Lock()
+	_, running := b.running[lost]
+	_, booked := b.core.Replica(lost)
+	b.mu.Unlock()
+	if booked || running {
+		t.Fatalf("b's replica %s after the shrink: booked %v, running %v; want neither", lost, booked, running)
 	}
 }
