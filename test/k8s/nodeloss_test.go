@@ -184,3 +184,85 @@ func unschedulable(t *testing.T, name string) bool {
 }
 
 func ptrInt64(v int64) *int64 { return &v }
+
+// setGPUMemory has the agent of node report mem for GPU uuid (the others
+// as a V100's): a GPU whose free memory the driver reports smaller.
+func setGPUMemory(t *testing.T, node, uuid string, mem int64) {
+	t.Helper()
+	ctx := context.Background()
+	ng := gpu.NodeGPUs{Source: "nvml"}
+	for _, n := range gpuNodes {
+		if n.name != node {
+			continue
+		}
+		for i := range n.gpus {
+			g := gpu.AgentGPU{UUID: gpuUUID(node, i), Index: i, Product: v100, MemoryBytes: v100Mem, SMCount: 80, ComputeMode: "EXCLUSIVE_PROCESS"}
+			if g.UUID == uuid {
+				g.MemoryBytes = mem
+			}
+			ng.GPUs = append(ng.GPUs, g)
+		}
+	}
+	v, err := gpu.EncodeNodeGPUs(ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := env.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations[gpu.AnnotationNodeGPUs] = v
+	if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A GPU's reported memory shrinks below what its replicas hold: the
+// rebook keeps the older function's replica and stops the newer one, whose
+// pod still runs there (a finalizer stands in for a kubelet's grace
+// period). Until that pod is gone its group is drained and its GPU held:
+// a replica of another function placed on the room the allocator has
+// there now waits for it. Before, the stop drained nothing and that
+// replica's pod started beside the old one (18 GiB of pods on a 16 GiB
+// GPU).
+func TestNodeLossOfMemoryDrainsTheLostReplica(t *testing.T) {
+	requireNodes(t)
+	defer requireNodes(t)
+	p := startProvider(t, "shrink")
+	p.leads(t, 10*time.Second)
+	watchInvariants(t, p)
+	defer cleanUp(t, p)
+
+	// Five GPUs full; f (4 GiB) then g (8 GiB) share the sixth.
+	filler := fn("filler", 100, "8Gi")
+	fl := map[string]string{"com.openfaas.scale.min": "5"}
+	filler.Labels = &fl
+	p.deploy(t, filler)
+	p.ready(t, "filler", 5, 30*time.Second)
+	p.deploy(t, fn("f", 30, "4Gi"))
+	p.ready(t, "f", 1, 30*time.Second)
+	p.deploy(t, fn("g", 30, "8Gi"))
+	p.ready(t, "g", 1, 30*time.Second)
+	ctx := context.Background()
+	deps, err := env.client.AppsV1().Deployments(fnNS).List(ctx, metav1.ListOptions{LabelSelector: "faas_function=g"})
+	if err != nil || len(deps.Items) != 1 {
+		t.Fatalf("g's Deployments: %v %v", deps, err)
+	}
+	node, shared := deps.Items[0].Annotations["gpu.faas-gpu.dev/node"], deps.Items[0].Annotations["gpu.faas-gpu.dev/gpu-uuids"]
+	defer setGPUMemory(t, node, shared, v100Mem)
+
+	// 10 GiB: f keeps its 4, g's 8 no longer fit.
+	held := holdPods(t, "g")
+	setGPUMemory(t, node, shared, 10<<30)
+	if err := poll(20*time.Second, func() bool { return len(p.gpus(t).Pending) == 1 && terminating(t, held) == len(held) }); err != nil {
+		t.Fatalf("after the shrink: pending %+v, %d of g's %d pods terminating", p.gpus(t).Pending, terminating(t, held), len(held))
+	}
+	// h fits in the allocator's 6 GiB left there, not beside g's old pod.
+	p.deploy(t, fn("h", 30, "6Gi"))
+	time.Sleep(2 * time.Second) // time for a wrong start to show
+	if n := len(livePods(t, "h")); n != 0 {
+		t.Fatalf("%d pods of h on %s while g's old pod still runs there", n, shared)
+	}
+	releasePods(t, held)
+	p.ready(t, "h", 1, 30*time.Second)
+}
