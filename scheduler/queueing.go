@@ -214,21 +214,27 @@ func (c SliceConfig) slowed(busy float64) SliceConfig {
 }
 
 // singlesMissShare is the one-at-a-time view's share of requests slower
-// than slo (see poolServes): n servers that take one request for a
-// slowest batch L_i each (a partial batch is no slower), crowded (every
+// than slo (see poolServes): n servers that each clear a request at
+// least every s_i (perRequest: the slowest measured batch per request it
+// holds, a lone request's batch 1 where batching pays), crowded (every
 // neighbour busy). A request waits with Erlang C's probability C(n, a),
-// a = λ n / m, m = Σ 1/L_i, and its wait's tail decays at Lundberg's θ for
+// a = λ n / m, m = Σ 1/s_i, and its wait's tail decays at Lundberg's θ for
 // a server of 1/m per request (M/D/n in heavy traffic); it misses when it
-// waits more than slo - max L_i. 1 where the pool cannot serve rate.
+// waits more than slo - max L_i, its own batch timed at the slowest L_i.
+// Timing the queue by L_i too, as for a slice of batch 1, rated a pool of
+// batch-2 slices at half what it holds (convnext_base at 2.5x, x1.95;
+// docs/evaluation.md, "A pool's queue at its per-request time").
+// 1 where the pool cannot serve rate.
 func singlesMissShare(cs []SliceConfig, rate float64, slo time.Duration) float64 {
 	n := len(cs)
 	m, slowest := 0.0, 0.0
 	for _, c := range cs {
-		L := c.crowded().slowestBatch()
+		crowded := c.crowded()
+		L := crowded.slowestBatch()
 		if math.IsInf(L, 1) || L <= 0 {
 			return 1
 		}
-		m += 1 / L
+		m += 1 / crowded.perRequest()
 		slowest = max(slowest, L)
 	}
 	t := slo.Seconds() - slowest
@@ -236,6 +242,30 @@ func singlesMissShare(cs []SliceConfig, rate float64, slo time.Duration) float64
 		return 1
 	}
 	return erlangC(n, rate*float64(n)/m) * math.Exp(-decayRate(rate, 1/m)*t)
+}
+
+// perRequest is the longest a replica of c spends per request in any
+// batch it may run, in seconds: the largest measured latency of a step
+// over the fewest requests that run at it (a batch of 3 runs at batch
+// 4's latency). Untimed: its slowest batch, as if it took one request a
+// batch.
+func (c SliceConfig) perRequest() float64 {
+	L := c.slowestBatch()
+	if !c.timed() {
+		return L
+	}
+	worst, fewest := 0.0, 1
+	for _, st := range c.Steps {
+		if st.Batch <= 0 || int(st.Batch) > max(c.Batch, 1) {
+			break
+		}
+		worst = max(worst, float64(st.Ms)/1000/float64(fewest))
+		fewest = int(st.Batch) + 1
+	}
+	if worst <= 0 {
+		return L
+	}
+	return min(worst, L)
 }
 
 // pooledMissShare is the batched view's share of requests slower than

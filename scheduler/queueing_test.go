@@ -341,3 +341,28 @@ func TestAutoscaleBringsWarmBackForARise(t *testing.T) {
 		})
 	}
 }
+
+// The one-at-a-time view times a pool's queue by the longest a replica
+// spends per request in any batch it runs: batch 1's latency where
+// batching pays, a step over the fewest requests that run at it where a
+// partial batch is slow, and the slowest batch where nothing is timed.
+func TestPerRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		c    SliceConfig
+		want float64 // seconds
+	}{
+		{"untimed: one request a slowest batch", SliceConfig{Batch: 4, Throughput: 100}, 0.04},
+		{"batching pays: batch 1", SliceConfig{Batch: 4, Throughput: 100, Steps: BatchSteps{{1, 20}, {2, 30}, {4, 40}}}, 0.02},
+		{"a batch of 3 at batch 4's latency", SliceConfig{Batch: 4, Throughput: 50, Steps: BatchSteps{{1, 20}, {2, 30}, {4, 80}}}, 0.08 / 3},
+		{"slow partial batch: never above the slowest", SliceConfig{Batch: 8, Throughput: 800, SlowestMs: 14.5, Steps: BatchSteps{{1, 14.5}, {2, 12}, {4, 11}, {8, 10}}}, 0.0145},
+		{"steps past the batch are not run", SliceConfig{Batch: 2, Throughput: 2 / 0.03, Steps: BatchSteps{{1, 20}, {2, 30}, {4, 200}}}, 0.02},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.c.perRequest(); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("perRequest() = %.6f s, want %.6f s", got, tt.want)
+			}
+		})
+	}
+}
