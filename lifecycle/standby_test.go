@@ -174,3 +174,52 @@ func TestStandbyWithoutRoomIsNoPendingPlacement(t *testing.T) {
 		t.Fatalf("%d in service, %d warm; want 1 and no standby", len(v.Live), len(v.Warm))
 	}
 }
+
+// A standby whose GPU's SMs went to another function meanwhile is not
+// offered for a rise: promoted, it would come back as a new replica of its
+// slice (the most efficient, often most of a GPU) on a GPU nobody uses,
+// for a rise seen once that the GPU in use answers no sooner.
+func TestStandbyWithoutItsSMIsNotPromoted(t *testing.T) {
+	store := builtinStore(t)
+	c := New(inventory(1, 2), nil, Options{Profiles: store})
+	if _, err := c.Deploy(rnSpec(), t0); err != nil {
+		t.Fatal(err)
+	}
+	var l Load
+	var now time.Time
+	for s := 1; s <= 20; s++ {
+		now = t0.Add(time.Duration(s) * time.Second)
+		tickWith(c, rnKey, &l, 20, now)
+		readyAll(c, now)
+	}
+	v, _ := c.Function(rnKey)
+	if len(v.Warm) != 1 || len(v.Live) != 1 {
+		t.Fatalf("after 20 s: %d in service, %d warm; want one of each (the standby)", len(v.Live), len(v.Warm))
+	}
+	used := v.Live[0].Placement.GPUs[0]
+	if v.Warm[0].Placement.GPUs[0] != used {
+		t.Fatalf("standby on %s, want %s", v.Warm[0].Placement.GPUs[0], used)
+	}
+	// Another function takes the rest of the GPU's SMs.
+	filler := fn("filler", 100-v.Live[0].Config.SMPercent, 1, 1, 1)
+	if _, err := c.Deploy(filler, now); err != nil {
+		t.Fatal(err)
+	}
+	fv, _ := c.Function(Key("openfaas-fn", "filler"))
+	if len(fv.Live) != 1 || fv.Live[0].Placement == nil || fv.Live[0].Placement.GPUs[0] != used {
+		t.Fatalf("filler placed at %+v, want on %s", fv.Live, used)
+	}
+	readyAll(c, now)
+	// A 6x step, seen once (the Rise pass).
+	l.Requests += 30
+	c.ObserveLoad(rnKey, l)
+	res := c.Rise(now.Add(250 * time.Millisecond))
+	for _, e := range res.Effects {
+		if e.Kind == Start && e.Replica.Placement != nil && e.Replica.Placement.GPUs[0] != used {
+			t.Errorf("a rise seen once opened GPU %s: %s %s (%d%% SM)", e.Replica.Placement.GPUs[0], e.Kind, e.Replica.ID, e.Replica.Config.SMPercent)
+		}
+		if e.Kind == Promote {
+			t.Errorf("promoted %s, whose GPU has no SM free", e.Replica.ID)
+		}
+	}
+}

@@ -168,7 +168,12 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 		}
 	}
 	for _, r := range fn.warm {
-		if r.phase == Warm { // a standby still starting serves no sooner than a new replica
+		// A standby still starting serves no sooner than a new replica.
+		// One whose GPU's SMs went to others meanwhile would come back
+		// as a new replica of its slice wherever that fits: for a
+		// standby, the most efficient slice, often most of a GPU, opened
+		// for a rise a small slice on a GPU in use would serve (h05).
+		if r.phase == Warm && (r.demoting || c.alloc.Promotable(r.id)) {
 			in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
 		}
 	}

@@ -619,16 +619,10 @@ func (a *Allocator) MarkSpare(id string) error {
 func (a *Allocator) Promote(id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p, ok := a.held[id]
-	if !ok {
-		return ErrUnknownReplica
+	if err := a.promotable(id); err != nil {
+		return err
 	}
-	for _, u := range p.GPUs {
-		g := a.byUUID[u]
-		if b := g.replicas[id]; b.idle && g.smUsed+b.slice.SMPercent > 100 {
-			return &NoFitError{Code: NoFitSM, Reason: fmt.Sprintf("GPU %s has %d%% SM free, the warm replica needs %d%%", u, 100-g.smUsed, b.slice.SMPercent)}
-		}
-	}
+	p := a.held[id]
 	for _, u := range p.GPUs {
 		g := a.byUUID[u]
 		b := g.replicas[id]
@@ -644,6 +638,28 @@ func (a *Allocator) Promote(id string) error {
 		g.replicas[id] = b
 	}
 	a.cache.SetActive(id)
+	return nil
+}
+
+// Promotable reports whether warm replica id could be promoted now: its
+// GPUs have its SM share free.
+func (a *Allocator) Promotable(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.promotable(id) == nil
+}
+
+func (a *Allocator) promotable(id string) error {
+	p, ok := a.held[id]
+	if !ok {
+		return ErrUnknownReplica
+	}
+	for _, u := range p.GPUs {
+		g := a.byUUID[u]
+		if b := g.replicas[id]; b.idle && g.smUsed+b.slice.SMPercent > 100 {
+			return &NoFitError{Code: NoFitSM, Reason: fmt.Sprintf("GPU %s has %d%% SM free, the warm replica needs %d%%", u, 100-g.smUsed, b.slice.SMPercent)}
+		}
+	}
 	return nil
 }
 
