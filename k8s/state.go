@@ -274,6 +274,14 @@ func (s *state) refreshRequest(k string) {
 }
 
 func (s *state) addDrain(fn, name, id string) {
+	d := s.drainOf(fn, name)
+	if !slices.Contains(d.ids, id) {
+		d.ids = append(d.ids, id)
+	}
+}
+
+// drainOf is group name's drain, started if there is none.
+func (s *state) drainOf(fn, name string) *drain {
 	ns, _ := splitKey(fn)
 	dk := fnKey(ns, name)
 	d := s.drains[dk]
@@ -281,24 +289,13 @@ func (s *state) addDrain(fn, name, id string) {
 		d = &drain{fn: fn, ns: ns, group: name}
 		s.drains[dk] = d
 	}
-	for _, x := range d.ids {
-		if x == id {
-			return
-		}
-	}
-	d.ids = append(d.ids, id)
+	return d
 }
 
 // holdDrain drains group name of function fn for a replica stopped
 // without a booking whose pod may still run on gpus.
 func (s *state) holdDrain(fn, name string, gpus []string) {
-	ns, _ := splitKey(fn)
-	dk := fnKey(ns, name)
-	d := s.drains[dk]
-	if d == nil {
-		d = &drain{fn: fn, ns: ns, group: name}
-		s.drains[dk] = d
-	}
+	d := s.drainOf(fn, name)
 	for _, u := range gpus {
 		if !slices.Contains(d.gpus, u) {
 			d.gpus = append(d.gpus, u)
