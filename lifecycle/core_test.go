@@ -73,6 +73,19 @@ func tickWith(c *Core, key string, l *Load, n uint64, now time.Time) Result {
 	return c.Tick(now)
 }
 
+// steady runs function key at perSecond requests a second for seconds
+// from t0, ticking c each second and reporting every replica started
+// ready at once; it returns the last tick's time.
+func steady(c *Core, key string, l *Load, perSecond uint64, seconds int) time.Time {
+	var now time.Time
+	for s := 1; s <= seconds; s++ {
+		now = t0.Add(time.Duration(s) * time.Second)
+		tickWith(c, key, l, perSecond, now)
+		readyAll(c, now)
+	}
+	return now
+}
+
 // readyAll reports every starting replica of c ready at now.
 func readyAll(c *Core, now time.Time) {
 	for id, r := range c.replicas {

@@ -35,12 +35,7 @@ func TestRiseAnswersARiseBetweenTicks(t *testing.T) {
 			}
 			key := rnKey
 			l := Load{}
-			var now time.Time
-			for s := 1; s <= 30; s++ {
-				now = t0.Add(time.Duration(s) * time.Second)
-				tickWith(c, key, &l, 120, now)
-				readyAll(c, now)
-			}
+			now := steady(c, key, &l, 120, 30)
 			before, _ := c.Function(key)
 			l.Requests += tt.next
 			c.ObserveLoad(key, l)

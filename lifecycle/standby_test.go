@@ -186,12 +186,7 @@ func TestStandbyWithoutItsSMIsNotPromoted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l Load
-	var now time.Time
-	for s := 1; s <= 20; s++ {
-		now = t0.Add(time.Duration(s) * time.Second)
-		tickWith(c, rnKey, &l, 20, now)
-		readyAll(c, now)
-	}
+	now := steady(c, rnKey, &l, 20, 20)
 	v, _ := c.Function(rnKey)
 	if len(v.Warm) != 1 || len(v.Live) != 1 {
 		t.Fatalf("after 20 s: %d in service, %d warm; want one of each (the standby)", len(v.Live), len(v.Warm))

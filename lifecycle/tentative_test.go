@@ -48,12 +48,7 @@ func TestUnconfirmedRiseOpensNoGPU(t *testing.T) {
 			}
 			// 30 s at a steady 10 req/s, which the one replica serves.
 			l := Load{}
-			var now time.Time
-			for s := 1; s <= 30; s++ {
-				now = t0.Add(time.Duration(s) * time.Second)
-				tickWith(c, key, &l, 10, now)
-				readyAll(c, now)
-			}
+			now := steady(c, key, &l, 10, 30)
 			before, _ := c.Function(key)
 			if len(before.Live) != 1 {
 				t.Fatalf("%d replicas at the steady rate, want 1", len(before.Live))
