@@ -82,7 +82,12 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 	for _, u := range plan.Free {
 		c.freeing[u] = true
 	}
-	c.lastMove = now
+	// Only a move restarts the cool-down: a pass that just frees GPUs
+	// holding warm replicas moves nothing in service, and restarting it
+	// there kept a GPU a burst had left for a minute more (h10).
+	if len(plan.Moves) > 0 {
+		c.lastMove = now
+	}
 }
 
 // fixed reports whether replica id keeps its GPU in use this pass: it is

@@ -445,3 +445,63 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 		})
 	}
 }
+
+// A pass that only frees a GPU of warm replicas moves nothing in service:
+// the cool-down after a move does not start, so a GPU that becomes free
+// to empty just after is emptied then, not a minute later.
+func TestYieldOnlyPassKeepsNoCoolDown(t *testing.T) {
+	c := New(inventory(1, 3), nil, Options{})
+	if _, err := c.Deploy(fn("f", 60, 2, 0, 2), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	// y and z fill f's two GPUs while b is placed, so b goes to a third;
+	// once they are deleted b fits beside f-1.
+	for _, s := range []struct {
+		name string
+		sm   int
+	}{{"y", 40}, {"z", 40}, {"b", 30}} {
+		if _, err := c.Deploy(fn(s.name, s.sm, 2, 1, 1), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := c.Replica("b-5"); v.Placement.GPUs[0] != "GPU-0-2" {
+		t.Fatalf("b is on %v, want GPU-0-2", v.Placement.GPUs)
+	}
+	c.ReplicaReady("f-1", t0)
+	c.ReplicaReady("f-2", t0)
+	for _, name := range []string{"y", "z"} {
+		if _, err := c.Delete("openfaas-fn", name, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// f scales down, leaving its GPU-0-1 warm only: the pass yields it.
+	// b, still starting then, is ready 5 s later.
+	down, ready := t0.Add(50*time.Second), t0.Add(55*time.Second)
+	var yielded, moved time.Duration
+	for now := t0.Add(time.Second); now.Before(t0.Add(3 * time.Minute)); now = now.Add(time.Second) {
+		if now.Equal(down) {
+			if _, _, err := c.Scale("openfaas-fn", "f", 1, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if now.Equal(ready) {
+			c.ReplicaReady("b-5", now)
+		}
+		c.ObserveLoad("openfaas-fn/f", Load{Requests: uint64(100 * now.Sub(t0).Seconds()), LastRequest: now})
+		for _, e := range c.Tick(now).Effects {
+			switch {
+			case e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation: its GPU is freed") && yielded == 0:
+				yielded = now.Sub(t0)
+			case e.Kind == Start && strings.HasPrefix(e.Why, "consolidation: moved") && moved == 0:
+				moved = now.Sub(t0)
+			}
+		}
+	}
+	// b's own hold as a new function ends at 60 s.
+	if yielded != 50*time.Second || moved != 60*time.Second {
+		t.Errorf("warm-only GPU yielded at %v, b moved at %v; want 50s and 60s (not a minute after the yield)", yielded, moved)
+	}
+}
