@@ -24,7 +24,7 @@ Usage:
   faas-gpu simulate -scenario NAME [flags]     a published run (docs/evaluation.md), flags override it
   faas-gpu simulate -trace FILE [flags]        replay a trace: CSV "time,function,model", time in seconds
   faas-gpu simulate -models LIST [flags]       a generated workload
-  faas-gpu simulate -suite heldout [flags]     every workload of a suite, one line per workload and policy
+  faas-gpu simulate -suite heldout [flags]     every workload of a suite (heldout, family), one line per workload and policy
 
 Scenarios: %s
 Policies:  %s
@@ -54,7 +54,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	}
 	f.spec = sim.RegisterSpecFlags(fs)
 	fs.StringVar(&f.profilesCSV, "profiles-csv", "", "measured latency table (default: ../shared/data/"+sim.TableName+" beside the repository; else the built-in quota-100 profiles)")
-	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout (docs/evaluation.md), or heldout/PREFIX for some of it; flags other than the workload's apply to each")
+	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout or family (docs/evaluation.md), or SUITE/PREFIX for some of it; flags other than the workload's apply to each")
 	fs.StringVar(&f.out, "out", "", "folder for CSV files and SVG plots, named <name>-*")
 	fs.StringVar(&f.writeTrace, "write-trace", "", "also write the workload as a trace file")
 	fs.IntVar(&f.parallel, "parallel", 0, "policies simulated at once (0: one per CPU)")

@@ -163,7 +163,7 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 }
 
 // Suites lists the workload suites -suite runs.
-func Suites() []string { return []string{"heldout"} }
+func Suites() []string { return []string{"heldout", "family"} }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
 func SuiteWorkloads(suite string) ([][2]string, error) {
@@ -182,11 +182,17 @@ func SuiteWorkloads(suite string) ([][2]string, error) {
 // whose name starts with PREFIX, to rerun one).
 func lookupSuite(sel string) ([]scenario, error) {
 	name, prefix, _ := strings.Cut(sel, "/")
-	if name != "heldout" {
+	var all []scenario
+	switch name {
+	case "heldout":
+		all = heldOut()
+	case "family":
+		all = family()
+	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}
 	var out []scenario
-	for _, s := range heldOut() {
+	for _, s := range all {
 		if strings.HasPrefix(s.name, prefix) {
 			out = append(out, s)
 		}

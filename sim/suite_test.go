@@ -127,3 +127,43 @@ func TestLookupSuite(t *testing.T) {
 		}
 	}
 }
+
+// The family suite is a fixed draw: the same workloads on every call and
+// machine, each a valid run, spread over the family's ranges.
+func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := family(), family()
+	if len(a) != familyCount {
+		t.Fatalf("%d workloads, want %d", len(a), familyCount)
+	}
+	names := map[string]bool{}
+	for i, sc := range a {
+		if sc.name != b[i].name || sc.about != b[i].about {
+			t.Fatalf("draw %d differs between calls: %q / %q", i, sc.about, b[i].about)
+		}
+		s := sc.spec()
+		if names[s.Name] || s.Name != sc.name {
+			t.Errorf("%s: name %q repeated or not the spec's", sc.name, s.Name)
+		}
+		names[s.Name] = true
+		if err := s.validate(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+		inv, err := s.Cluster()
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if _, err := s.Workload(cat, inv.Devices()[0].Product); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+		n := len(s.Models)
+		cold := s.Options.ContainerStart
+		if n < 5 || n > 60 || s.Zipf < 0 || s.Zipf > 1.5 || s.SLOFactor < 2 || s.SLOFactor > 10 || cold < 3*time.Second || cold > 30*time.Second {
+			t.Errorf("%s: outside the family: %d models, Zipf %.1f, SLO x%.1f, cold %v", s.Name, n, s.Zipf, s.SLOFactor, cold)
+		}
+		t.Logf("%s: %s", sc.name, sc.about)
+	}
+}

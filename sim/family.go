@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/profiles"
+)
+
+// The family suite: workloads drawn at random from the family the
+// held-out suite samples by hand (issue 12: "build for the workload
+// family, not for the runs you publish"). The held-out suite was fixed
+// before tuning, but it has been looked at for months of tuning since;
+// these are drawn from one fixed seed, committed before any was run, and
+// are not to be tuned on: they say how the policy does on workloads
+// nobody chose. Like the held-out suite they may be added to (a larger
+// familyCount draws more, the first ones unchanged), never redrawn.
+//
+// Each draws, independently: the model mix (5 to 60 models, named at
+// random among the light, the heavy or all 69), the popularity skew
+// (Zipf 0 to 1.5), the load level (x0.5 to x2 of a base per model that
+// follows the mix's weight), the SLO factor (2 to 10, log-uniform), the
+// arrivals' shape (steady, steps, bursts, diurnal or on/off in turn, each
+// with its own drawn parameters) and the cold start (3 to 30 s). One model per function;
+// the multi-model functions of the held-out suite (h16, h19) are left
+// out, since their SLO is not a factor of one model's latency.
+
+// familySeed is the draw: fixed once, never changed.
+const familySeed = 20261202
+
+// familyCount is how many workloads the family suite draws.
+const familyCount = 20
+
+// familyMixes are the pools models are named from, with the base rate
+// per model (req/s at x1 load) that keeps a workload's GPUs in the range
+// of the held-out suite's (h01: 30 per light model, h05: 20 per mixed
+// one, h02: 8 per heavy one).
+var familyMixes = []struct {
+	name string
+	// pool is how many of the models, by GPU footprint, the mix draws
+	// from: the smallest (light), the largest (heavy), or all.
+	pool    int
+	largest bool
+	perRPS  float64
+}{
+	{"light", 30, false, 25},
+	{"heavy", 30, true, 6},
+	{"any", 69, false, 15},
+}
+
+// family draws the family suite.
+func family() []scenario {
+	rng := rand.New(rand.NewPCG(familySeed, familySeed^0x9e3779b97f4a7c15))
+	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+	logUniform := func(lo, hi float64) float64 { return math.Exp(uniform(math.Log(lo), math.Log(hi))) }
+	bySize := torchvisionBySize()
+	out := make([]scenario, 0, familyCount)
+	for i := range familyCount {
+		mix := familyMixes[rng.IntN(len(familyMixes))]
+		pool := bySize[:mix.pool]
+		if mix.largest {
+			pool = bySize[len(bySize)-mix.pool:]
+		}
+		n := int(math.Round(logUniform(5, 60)))
+		models := make([]string, n)
+		for j := range models {
+			models[j] = pool[rng.IntN(len(pool))] // with repeats: functions of one model
+		}
+		zipf := math.Round(uniform(0, 1.5)*10) / 10
+		load := math.Round(logUniform(0.5, 2)*100) / 100
+		sloFactor := math.Round(logUniform(2, 10)*10) / 10
+		cold := time.Duration(uniform(3, 30)) * time.Second
+		rate := math.Round(float64(n) * mix.perRPS * load)
+		name := fmt.Sprintf("f%02d-%s%d", i+1, mix.name, n)
+		s := Spec{Name: name, Models: models, Zipf: zipf, Poisson: true, Seed: 12, SLOFactor: sloFactor,
+			Max: 200, GPUs: 64, PerNode: 8, Duration: 10 * time.Minute, Rate: rate,
+			Options: Options{Warmup: suiteWarmup, ContainerStart: cold}}
+		var arrivals string
+		switch i % 5 { // each shape as often: twenty draws left bursts out
+		case 0:
+			arrivals = fmt.Sprintf("steady %.0f req/s", rate)
+		case 1:
+			k := 2 + rng.IntN(3)
+			rates := make([]float64, k)
+			for j := range rates {
+				rates[j] = math.Round(rate * uniform(0.5, 1.5))
+			}
+			hold := time.Duration(uniform(60, 180)) * time.Second
+			s.Ramp = steps(suiteWarmup+hold, hold, rates...)
+			arrivals = fmt.Sprintf("steps %v req/s every %v", rates, hold)
+		case 2:
+			s.BurstRate = math.Round(rate * uniform(1, 4))
+			s.BurstEvery = time.Duration(uniform(60, 180)) * time.Second
+			s.BurstLength = time.Duration(uniform(10, 30)) * time.Second
+			arrivals = fmt.Sprintf("%.0f req/s with %v bursts of +%.0f every %v", rate, s.BurstLength, s.BurstRate, s.BurstEvery)
+		case 3:
+			low, high := math.Round(rate*uniform(0.1, 0.4)), math.Round(rate*uniform(1.5, 2.5))
+			s.Ramp = diurnal(s.Duration, low, high, 30*time.Second)
+			arrivals = fmt.Sprintf("diurnal %.0f -> %.0f -> %.0f req/s", low, high, low)
+		default:
+			shortest := time.Duration(uniform(5, 20)) * time.Second
+			longest := shortest + time.Duration(uniform(10, 60))*time.Second
+			s.Ramp = onOff(s.Duration, rate, shortest, longest, uint64(i+1))
+			arrivals = fmt.Sprintf("on/off %.0f req/s, periods %v-%v", rate, shortest, longest)
+		}
+		about := fmt.Sprintf("%d %s models (%s), Zipf %.1f, x%.2f load: %s, SLO x%.1f, cold %v",
+			n, mix.name, distinctNote(models), zipf, load, arrivals, sloFactor, cold)
+		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
+	}
+	return out
+}
+
+// torchvisionBySize is the torchvision models, smallest GPU footprint
+// first (ties by name), as ResolveModels orders "smallest:N".
+func torchvisionBySize() []string {
+	tv := profiles.TorchvisionModels()
+	type m struct {
+		name string
+		size int64
+	}
+	ms := make([]m, len(tv))
+	for i, t := range tv {
+		ms[i] = m{t.Name, profiles.EstimateFootprint(t.Params).ModelSizeBytes}
+	}
+	slices.SortStableFunc(ms, func(a, b m) int {
+		if a.size != b.size {
+			if a.size < b.size {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	out := make([]string, len(ms))
+	for i, x := range ms {
+		out[i] = x.name
+	}
+	return out
+}
+
+// distinctNote says how many distinct models a drawn mix names.
+func distinctNote(models []string) string {
+	seen := map[string]bool{}
+	for _, m := range models {
+		seen[m] = true
+	}
+	return fmt.Sprintf("%d distinct", len(seen))
+}
