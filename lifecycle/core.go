@@ -188,6 +188,9 @@ type replica struct {
 	// (replaceUnsized), placed wherever the scale-up's adds would be, a
 	// GPU not in use included.
 	grows bool
+	// opens: a replacement that saves a GPU's worth and may open one
+	// (scheduler.Replacement.OpensGPU).
+	opens bool
 	// roomBy: such a replacement waits until then for room on a GPU in
 	// use before it may open one (growUnsized); zero: it need not.
 	roomBy     time.Time

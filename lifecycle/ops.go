@@ -329,7 +329,7 @@ const (
 func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
 	model := fn.plan.Request.Model
 	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target,
-		Occupied: r.replacing() && r.target == "" && (!r.grows || now.Before(r.roomBy)) || r.tentative})
+		Occupied: r.replacing() && r.target == "" && !r.opens && (!r.grows || now.Before(r.roomBy)) || r.tentative})
 	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 	if err != nil && r.target != "" {
 		// A move whose target filled meanwhile: the replica it

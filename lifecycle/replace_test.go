@@ -210,3 +210,36 @@ func TestReplacementAndReplacedLostTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeThatSavesAGPUMayOpenOne: a merge's new replica goes to a GPU in
+// use only, unless it saves a GPU's worth (scheduler.MergeOpensGPU): then
+// the small replicas it replaces, which fill the GPU in use, leave no room
+// for it there, and it may open another.
+func TestMergeThatSavesAGPUMayOpenOne(t *testing.T) {
+	for _, opens := range []bool{false, true} {
+		c := New(inventory(1, 2), nil, Options{NoWarm: true})
+		if _, err := c.Deploy(fn("a", 20, 1, 5, 10), t0); err != nil {
+			t.Fatal(err)
+		}
+		f := c.functions["openfaas-fn/a"]
+		olds := slices.Clone(f.live)
+		for _, r := range olds {
+			c.ReplicaReady(r.id, t0)
+			if r.placement.GPUs[0] != "GPU-0-0" {
+				t.Fatalf("%s on %v, want GPU-0-0", r.id, r.placement.GPUs)
+			}
+		}
+		c.begin()
+		var res Result
+		m := c.merge(f, olds, scheduler.SliceConfig{SMPercent: 50, Batch: 1}, t0.Add(time.Second), "merge", &res)
+		m.opens = opens
+		c.placeAll(t0.Add(time.Second), &res)
+		placed := m.placement != nil
+		if placed != opens {
+			t.Errorf("opens %v: placed %v, want %v", opens, placed, opens)
+		}
+		if placed && m.placement.GPUs[0] != "GPU-0-1" {
+			t.Errorf("placed on %v, want GPU-0-1", m.placement.GPUs)
+		}
+	}
+}

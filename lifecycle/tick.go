@@ -333,7 +333,8 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 	if len(olds) != len(rep.Old) {
 		return
 	}
-	c.merge(fn, olds, rep.New, now, rep.Reason, res)
+	nr := c.merge(fn, olds, rep.New, now, rep.Reason, res)
+	nr.opens = rep.OpensGPU
 	fn.lastResize = now
 	fn.lastScale = rep.Reason
 	res.Scaled = append(res.Scaled, Scaled{Function: fn.key, Added: 1, Removed: len(olds), Replicas: c.serving(fn), Rate: in.Rate, Reason: rep.Reason, Resize: true})

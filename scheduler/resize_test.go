@@ -183,3 +183,40 @@ func TestSmallestSlice(t *testing.T) {
 		})
 	}
 }
+
+// A replacement may open a GPU only where it saves a GPU's worth: a pool
+// of small slices filling every GPU's gaps leaves no room for the one
+// that replaces them (MergeOpensGPU).
+func TestResizeOpensGPUOnlyForAGPUsWorth(t *testing.T) {
+	slo := 10 * time.Second
+	small := configs[0]
+	quiet := t0.Add(-time.Hour)
+	pool := func(n int) []SliceConfig {
+		out := make([]SliceConfig, n)
+		for i := range out {
+			out[i] = small
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		reps  []SliceConfig
+		opens bool
+	}{
+		{"three small ones merged save 25 of 45: on GPUs in use only", pool(3), false},
+		{"twelve small ones merged save more than a GPU: it may open one", pool(12), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ResizeInput{Now: t0, Rate: 60, Policy: ScalePolicy{Min: 1, Max: 20}, Replicas: replicas(tt.reps...),
+				Configs: configs, SLO: slo, MemoryPercent: 15, LastScaleUp: quiet, LastScaleDown: quiet, LastResize: quiet}
+			got, ok := Resize(in, DefaultAutoscaleOptions)
+			if !ok {
+				t.Fatalf("no resize of %d small replicas at 60 req/s", len(tt.reps))
+			}
+			if got.OpensGPU != tt.opens {
+				t.Errorf("OpensGPU = %v, want %v (%s)", got.OpensGPU, tt.opens, got.Reason)
+			}
+		})
+	}
+}
