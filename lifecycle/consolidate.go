@@ -82,12 +82,7 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 	for _, u := range plan.Free {
 		c.freeing[u] = true
 	}
-	// Only a move restarts the cool-down: a pass that just frees GPUs
-	// holding warm replicas moves nothing in service, and restarting it
-	// there kept a GPU a burst had left for a minute more (h10).
-	if len(plan.Moves) > 0 {
-		c.lastMove = now
-	}
+	c.lastMove = now
 }
 
 // fixed reports whether replica id keeps its GPU in use this pass: it is
