@@ -163,7 +163,7 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 }
 
 // Suites lists the workload suites -suite runs.
-func Suites() []string { return []string{"heldout", "family"} }
+func Suites() []string { return []string{"heldout", "family", "family2"} }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
 func SuiteWorkloads(suite string) ([][2]string, error) {
@@ -187,7 +187,9 @@ func lookupSuite(sel string) ([]scenario, error) {
 	case "heldout":
 		all = heldOut()
 	case "family":
-		all = family()
+		all = family(familySeed, "f")
+	case "family2":
+		all = family(family2Seed, "g")
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}

@@ -135,7 +135,17 @@ func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := family(), family()
+	for _, draw := range []struct {
+		seed   uint64
+		prefix string
+	}{{familySeed, "f"}, {family2Seed, "g"}} {
+		checkFamilyDraw(t, cat, draw.seed, draw.prefix)
+	}
+}
+
+func checkFamilyDraw(t *testing.T, cat *Catalog, seed uint64, prefix string) {
+	t.Helper()
+	a, b := family(seed, prefix), family(seed, prefix)
 	if len(a) != familyCount {
 		t.Fatalf("%d workloads, want %d", len(a), familyCount)
 	}
