@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/profiles"
@@ -60,11 +58,15 @@ var familyMixes = []struct {
 
 // family draws the family suite from seed, its workloads named prefix01,
 // prefix02...
-func family(seed uint64, prefix string) []scenario {
+func family(seed uint64, prefix string) ([]scenario, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
 	logUniform := func(lo, hi float64) float64 { return math.Exp(uniform(math.Log(lo), math.Log(hi))) }
-	bySize := torchvisionBySize()
+	// Every model, smallest GPU footprint first (ResolveModels' order).
+	bySize, err := ResolveModels([]string{fmt.Sprintf("smallest:%d", len(profiles.TorchvisionModels()))})
+	if err != nil {
+		return nil, fmt.Errorf("family suite: %w", err)
+	}
 	out := make([]scenario, 0, familyCount)
 	for i := range familyCount {
 		mix := familyMixes[rng.IntN(len(familyMixes))]
@@ -118,35 +120,7 @@ func family(seed uint64, prefix string) []scenario {
 			n, mix.name, distinctNote(models), zipf, load, arrivals, sloFactor, cold)
 		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
 	}
-	return out
-}
-
-// torchvisionBySize is the torchvision models, smallest GPU footprint
-// first (ties by name), as ResolveModels orders "smallest:N".
-func torchvisionBySize() []string {
-	tv := profiles.TorchvisionModels()
-	type m struct {
-		name string
-		size int64
-	}
-	ms := make([]m, len(tv))
-	for i, t := range tv {
-		ms[i] = m{t.Name, profiles.EstimateFootprint(t.Params).ModelSizeBytes}
-	}
-	slices.SortStableFunc(ms, func(a, b m) int {
-		if a.size != b.size {
-			if a.size < b.size {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	out := make([]string, len(ms))
-	for i, x := range ms {
-		out[i] = x.name
-	}
-	return out
+	return out, nil
 }
 
 // distinctNote says how many distinct models a drawn mix names.

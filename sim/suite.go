@@ -183,15 +183,19 @@ func SuiteWorkloads(suite string) ([][2]string, error) {
 func lookupSuite(sel string) ([]scenario, error) {
 	name, prefix, _ := strings.Cut(sel, "/")
 	var all []scenario
+	var err error
 	switch name {
 	case "heldout":
 		all = heldOut()
 	case "family":
-		all = family(familySeed, "f")
+		all, err = family(familySeed, "f")
 	case "family2":
-		all = family(family2Seed, "g")
+		all, err = family(family2Seed, "g")
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
+	}
+	if err != nil {
+		return nil, err
 	}
 	var out []scenario
 	for _, s := range all {

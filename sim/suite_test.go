@@ -145,7 +145,14 @@ func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
 
 func checkFamilyDraw(t *testing.T, cat *Catalog, seed uint64, prefix string) {
 	t.Helper()
-	a, b := family(seed, prefix), family(seed, prefix)
+	a, err := family(seed, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := family(seed, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(a) != familyCount {
 		t.Fatalf("%d workloads, want %d", len(a), familyCount)
 	}
