@@ -189,32 +189,19 @@ func ptrInt64(v int64) *int64 { return &v }
 // as a V100's): a GPU whose free memory the driver reports smaller.
 func setGPUMemory(t *testing.T, node, uuid string, mem int64) {
 	t.Helper()
-	ctx := context.Background()
-	ng := gpu.NodeGPUs{Source: "nvml"}
+	gpus := 0
 	for _, n := range gpuNodes {
-		if n.name != node {
-			continue
+		if n.name == node {
+			gpus = n.gpus
 		}
-		for i := range n.gpus {
-			g := gpu.AgentGPU{UUID: gpuUUID(node, i), Index: i, Product: v100, MemoryBytes: v100Mem, SMCount: 80, ComputeMode: "EXCLUSIVE_PROCESS"}
-			if g.UUID == uuid {
-				g.MemoryBytes = mem
+	}
+	writeAgentAnnotation(t, node, gpus, func(ng *gpu.NodeGPUs) {
+		for i := range ng.GPUs {
+			if ng.GPUs[i].UUID == uuid {
+				ng.GPUs[i].MemoryBytes = mem
 			}
-			ng.GPUs = append(ng.GPUs, g)
 		}
-	}
-	v, err := gpu.EncodeNodeGPUs(ng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := env.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Annotations[gpu.AnnotationNodeGPUs] = v
-	if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // A GPU's reported memory shrinks below what its replicas hold: the
