@@ -46,14 +46,13 @@ func (s Slot) completion(running bool) float64 {
 // unknown one (which is ranked by its count alone), then the earlier
 // completion, then fewer in flight, then the lower index, so the choice
 // is deterministic. running[i] is whether slot i ran a batch before this
-// pass (running may be nil: none did).
+// pass.
 func sooner(a Slot, i int, b Slot, j int, running []bool) bool {
 	if a.known() != b.known() {
 		return a.known()
 	}
 	if a.known() {
-		ra, rb := running != nil && running[i], running != nil && running[j]
-		if ca, cb := a.completion(ra), b.completion(rb); ca != cb {
+		if ca, cb := a.completion(running[i]), b.completion(running[j]); ca != cb {
 			return ca < cb
 		}
 	}
