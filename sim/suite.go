@@ -227,7 +227,7 @@ func (f *SpecFlags) SuiteSpecs(suite string) ([]Spec, []string, error) {
 	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	for _, n := range []string{"trace", "models", "name", "functions", "multi-model", "rate", "ramp", "duration", "zipf", "slo", "slo-factor"} {
 		if given[n] {
-			return nil, nil, fmt.Errorf("-%s: a suite's workloads are fixed; pick one with -suite heldout/NAME", n)
+			return nil, nil, fmt.Errorf("-%s: a suite's workloads are fixed; pick one with -suite SUITE/NAME", n)
 		}
 	}
 	var specs []Spec
