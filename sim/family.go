@@ -36,6 +36,12 @@ const familySeed = 20261202
 // run when it was committed. Fixed once, never changed.
 const family2Seed = 20261203
 
+// family3Seed is a third draw, "family3", made once family2 had been
+// looked at in turn (its bursts, for the burst period learnt from a
+// function's rate): the blind check of what that looking led to. Fixed
+// once, never changed.
+const family3Seed = 20261204
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
