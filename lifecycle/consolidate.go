@@ -141,7 +141,10 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime {
 			young = fn.burst.Bursty() || fn.mix != nil
 		}
-		if young || c.serving(fn) == 0 || c.keepsCache(r) {
+		// While a bursty function's period is not yet known, its warm
+		// replicas are all its next burst can count on; once known, the
+		// burst's capacity starts ahead of it (expectBurst).
+		if young || c.serving(fn) == 0 || c.keepsCache(r) || fn.burst.Learning() {
 			return true
 		}
 	}

@@ -177,7 +177,9 @@ func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
 // A GPU left holding only warm replicas is freed by consolidation — they
 // yield — unless one is just made or its function has no replica in
 // service (a request would then wait out a cold start: its warm lifetime
-// alone decides), or it is a bursty function's model cache (keepsCache).
+// alone decides), it is a bursty function's model cache (keepsCache), or
+// its function has had a burst and its bursts' period is not yet known
+// (RateHistory.Learning: they are all its next burst can count on).
 // Seen failing with warm replicas held while their function scaled down:
 // the cost run's falling load kept such GPUs; and with a steady
 // function's model caches held (h19-zoo8-steady's cost).
@@ -192,15 +194,19 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		// down: the scale-down this long after the deploy; 0: 90 s,
 		// past consolidation's hold of a new function.
 		down time.Duration
+		// burst: 200 req/s more for 15 s, ending this long before the
+		// scale-down; 0: none.
+		burst time.Duration
 	}{
-		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true, 0},
-		{"its function deployed within the minute, steady: freed", 1, 10 * time.Second, false, 0, true, 35 * time.Second},
-		{"its function deployed within the minute, its load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 35 * time.Second},
-		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true, 0},
-		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 0},
-		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false, 0},
-		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false, 0},
-		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true, 0},
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true, 0, 0},
+		{"its function deployed within the minute, steady: freed", 1, 10 * time.Second, false, 0, true, 35 * time.Second, 0},
+		{"its function deployed within the minute, its load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 35 * time.Second, 0},
+		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true, 0, 0},
+		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 0, 0},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false, 0, 0},
+		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false, 0, 0},
+		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true, 0, 0},
+		{"after its first burst, its period not known: kept", 1, 40 * time.Second, false, 0, false, 0, 20 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +246,17 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 				if last.After(end) {
 					last = end
 				}
-				c.ObserveLoad("openfaas-fn/f", Load{Requests: uint64(100 * last.Sub(t0).Seconds()), LastRequest: last})
+				requests := 100 * last.Sub(t0).Seconds()
+				if tc.burst > 0 {
+					to := down.Add(-tc.burst)
+					from := to.Add(-15 * time.Second)
+					until := to
+					if last.Before(to) {
+						until = last
+					}
+					requests += 200 * max(until.Sub(from).Seconds(), 0)
+				}
+				c.ObserveLoad("openfaas-fn/f", Load{Requests: uint64(requests), LastRequest: last})
 				for _, e := range c.Tick(now).Effects {
 					if e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation") {
 						yields = append(yields, e.Replica.ID)

@@ -163,6 +163,9 @@ type function struct {
 	// burst is its smoothed rate over the warm TTL, one a tick: whether
 	// it is bursty decides if its warm model caches are kept (keepsCache).
 	burst scheduler.RateHistory
+	// startup is how long its last replica took from placement to
+	// ready: how early an expected burst's capacity must start.
+	startup time.Duration
 	// mix follows the models a multi-model function's requests name
 	// (mix.go); nil for one model.
 	mix *mixState

@@ -73,13 +73,19 @@ func (c *Core) Tick(now time.Time) Result {
 		// Confirmed on two ticks, or on the last two of the short
 		// intervals the Rise pass reads (fn.rise sees this tick's too).
 		in.RiseConfirmed = fn.rate.RiseConfirmed() || fn.rise.RiseConfirmed()
+		expected := c.expectBurst(fn, &in, now)
 		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
 			over[fn.key] = true
 		}
 		d := scheduler.Autoscale(in, c.opts.Autoscale)
 		if d.Empty() {
-			c.resize(fn, in, now, &res)
+			if !expected {
+				c.resize(fn, in, now, &res)
+			}
 			continue
+		}
+		if expected && len(d.Promote)+len(d.Add) > 0 {
+			d.Reason += ": a burst is due (scheduler.RateHistory.ExpectedBurst)"
 		}
 		c.applyScale(fn, d, rate, now, &res)
 	}
@@ -88,6 +94,30 @@ func (c *Core) Tick(now time.Time) Result {
 	c.placeAll(now, &res)
 	c.keepStandbys(now, &res)
 	return res
+}
+
+// burstLeadMargin is added to a function's start-up for how early its
+// expected burst's capacity starts: the ticks until the autoscaler acts,
+// and the smoothed rate's lag behind the burst's true onset, which the
+// learnt period is counted from.
+const burstLeadMargin = 10 * time.Second
+
+// expectBurst plans fn's scale-up for its next burst when one is due
+// (RateHistory.ExpectedBurst): the rate it points at is a confirmed rise,
+// so the burst's capacity starts a start-up ahead of it, warm replicas
+// first. While it is due nothing is resized.
+func (c *Core) expectBurst(fn *function, in *scheduler.AutoscaleInput, now time.Time) bool {
+	if in.SLO <= 0 {
+		return false
+	}
+	peak, ok := fn.burst.ExpectedBurst(now, fn.startup+burstLeadMargin)
+	if !ok {
+		return false
+	}
+	if peak > in.Rising {
+		in.Rising, in.RiseConfirmed = peak, true
+	}
+	return true
 }
 
 // DefaultRise is how often a backend runs Rise between ticks: a quarter

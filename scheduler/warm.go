@@ -90,12 +90,19 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // RateHistory is a function's recent smoothed request rates, one a tick,
 // over a window (the warm TTL: a burst older than the longest a warm
 // replica lives says nothing about keeping one). It tells a bursty
-// function from a steady one for its warm replicas (Bursty).
+// function from a steady one for its warm replicas (Bursty), and learns
+// when its bursts come (burst.go).
 type RateHistory struct {
 	// Window is how far back rates are kept.
 	Window time.Duration
 	at     []time.Time
 	rates  []float64
+	// The bursts seen (burst.go): their onsets, newest last, whether one
+	// is on now, and the highest rate of the last one and when it was.
+	onsets  []time.Time
+	inBurst bool
+	peak    float64
+	peakAt  time.Time
 }
 
 // Observe records rate at now and forgets what is older than Window.
@@ -106,6 +113,7 @@ func (h *RateHistory) Observe(now time.Time, rate float64) {
 		i++
 	}
 	h.at, h.rates = h.at[i:], h.rates[i:]
+	h.observeBurst(now, rate)
 }
 
 // burstPeakRatio: a function whose rate within the window peaked at
