@@ -24,12 +24,14 @@ func (c *Core) ReplicaReady(id string, now time.Time) Result {
 		return res
 	}
 	r.phase = Ready
-	if fn := c.functions[r.fn]; fn != nil && !r.placedAt.IsZero() {
-		fn.startup = now.Sub(r.placedAt)
-	}
-	if fn := c.functions[r.fn]; fn != nil && r.replaces != "" {
-		c.completeReplace(fn, r, now, &res)
-		c.placeAll(now, &res)
+	if fn := c.functions[r.fn]; fn != nil {
+		if !r.placedAt.IsZero() {
+			fn.startup = now.Sub(r.placedAt)
+		}
+		if r.replaces != "" {
+			c.completeReplace(fn, r, now, &res)
+			c.placeAll(now, &res)
+		}
 	}
 	return res
 }

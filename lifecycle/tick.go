@@ -43,7 +43,8 @@ func (c *Core) ObserveLoad(key string, l Load) {
 // the replicas they replace; warm replicas past their lifetime
 // (scheduler.WarmExpired) are stopped; each function's request rate is
 // smoothed and, for a function with an SLO and a profile (or with scale
-// to zero), the autoscaler's decision is applied; a consolidation pass
+// to zero), the autoscaler's decision is applied, planned for the next
+// burst where one is due (expectBurst); a consolidation pass
 // may move replicas to free a GPU; pending replicas are placed.
 func (c *Core) Tick(now time.Time) Result {
 	c.begin()
