@@ -1,9 +1,6 @@
 package scheduler
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // A function whose bursts recur at a steady period can have its burst's
 // capacity started before the burst: a replica that starts when the
@@ -65,12 +62,10 @@ func (h *RateHistory) observeBurst(now time.Time, rate float64) {
 // base is the function's rate between bursts (burstBaseQuantile of the
 // window).
 func (h *RateHistory) base() float64 {
-	if len(h.rates) == 0 {
+	if len(h.sorted) == 0 {
 		return 0
 	}
-	s := slices.Clone(h.rates)
-	slices.Sort(s)
-	return s[int(burstBaseQuantile*float64(len(s)-1))]
+	return h.sorted[int(burstBaseQuantile*float64(len(h.sorted)-1))]
 }
 
 // Period is the function's burst period: the mean of its last two

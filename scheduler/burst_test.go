@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -138,5 +139,19 @@ func TestSwellIsNotLearnt(t *testing.T) {
 	}
 	if h.Learning() {
 		t.Error("a 3-minute ramp up and down held as a burst")
+	}
+}
+
+// The window's rates are kept in order as they come and go: the base is
+// read from them every tick.
+func TestRateHistoryKeepsItsWindowSorted(t *testing.T) {
+	h := RateHistory{Window: 30 * time.Second}
+	for s := range 200 {
+		// Repeats and a wide spread, so that deletions hit equal values.
+		h.Observe(t0.Add(time.Duration(s)*time.Second), float64((s*37)%11)*10)
+		want := slices.Sorted(slices.Values(h.rates))
+		if !slices.Equal(h.sorted, want) {
+			t.Fatalf("after %d s: sorted %v, want %v", s, h.sorted, want)
+		}
 	}
 }

@@ -103,17 +103,35 @@ type RateHistory struct {
 	inBurst bool
 	peak    float64
 	peakAt  time.Time
+	// sorted is rates in order, kept as they come and go: the base
+	// (burst.go) is a quantile of them every tick, and sorting the
+	// window each time was most of a simulation's time under -race.
+	sorted []float64
 }
 
 // Observe records rate at now and forgets what is older than Window.
 func (h *RateHistory) Observe(now time.Time, rate float64) {
 	h.at, h.rates = append(h.at, now), append(h.rates, rate)
+	h.sorted = insertSorted(h.sorted, rate)
 	i := 0
 	for i < len(h.at)-1 && now.Sub(h.at[i]) > h.Window {
+		h.sorted = deleteSorted(h.sorted, h.rates[i])
 		i++
 	}
 	h.at, h.rates = h.at[i:], h.rates[i:]
 	h.observeBurst(now, rate)
+}
+
+func insertSorted(s []float64, v float64) []float64 {
+	i, _ := slices.BinarySearch(s, v)
+	return slices.Insert(s, i, v)
+}
+
+func deleteSorted(s []float64, v float64) []float64 {
+	if i, ok := slices.BinarySearch(s, v); ok {
+		return slices.Delete(s, i, i+1)
+	}
+	return s
 }
 
 // burstPeakRatio: a function whose rate within the window peaked at
