@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,20 +50,26 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[1], "h15-light-load,faas-gpu,") {
 		t.Errorf("CSV = %q, want a header and one row", csv)
 	}
-	// Scripts read the table and the CSV by position: the queueing-aware
-	// bound's columns come after the ones before it.
-	const oldHeader = "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,"
-	if !strings.HasPrefix(lines[0], oldHeader) || !strings.HasSuffix(lines[0], ",queue_bound_seconds,x_queue_bound") {
-		t.Errorf("CSV header = %q, want %q and then the queueing bound's columns", lines[0], oldHeader)
+	// Scripts read the table and the CSV by position: later columns come
+	// after the ones before them.
+	const oldHeader = "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,queue_bound_seconds,x_queue_bound,"
+	if !strings.HasPrefix(lines[0], oldHeader) || !strings.HasSuffix(lines[0], ",slo_violations_outside_first_burst_pct") {
+		t.Errorf("CSV header = %q, want %q and then the first burst's column", lines[0], oldHeader)
+	}
+	if !strings.HasSuffix(lines[1], ",") {
+		t.Errorf("CSV row %q: h15 has no bursts, want an empty last field", lines[1])
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if !strings.HasPrefix(line, "| workload ") && !strings.HasPrefix(line, "| h15") {
 			continue
 		}
 		fields := strings.Split(line, "|")
-		if len(fields) != 9 {
-			t.Errorf("%q: %d fields, want 9", line, len(fields))
+		if len(fields) != 10 {
+			t.Errorf("%q: %d fields, want 10", line, len(fields))
 			continue
+		}
+		if strings.HasPrefix(line, "| h15") && strings.TrimSpace(fields[8]) != "-" {
+			t.Errorf("%q: h15 has no bursts, want - outside the first burst", line)
 		}
 		// awk -F'|' counts from 1: SLO violations are $4, x bound $7.
 		if strings.HasPrefix(line, "| workload ") && (strings.TrimSpace(fields[3]) != "SLO viol %" ||
@@ -72,5 +79,32 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "x queueing bound median") {
 		t.Errorf("the summary lacks the queueing bound:\n%s", out.String())
+	}
+}
+
+// A burst workload's row says what it missed outside its first burst: a
+// figure between 0 and 100, and the summary counts the burst workloads.
+func TestSimulateSuiteOutsideTheFirstBurst(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := simulateCmd([]string{"-suite", "heldout/h10", "-quiet", "-policies", "faas-gpu"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	var row string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| h10") {
+			row = line
+		}
+	}
+	fields := strings.Split(row, "|")
+	if len(fields) != 10 {
+		t.Fatalf("row %q: want 10 fields", row)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(fields[8]), 64)
+	if err != nil || v < 0 || v > 100 {
+		t.Errorf("row %q: outside the first burst %q, want a %% (%v)", row, fields[8], err)
+	}
+	if !strings.Contains(out.String(), "0 of 1 burst workloads above 1 % outside their first burst") &&
+		!strings.Contains(out.String(), "1 of 1 burst workloads above 1 % outside their first burst") {
+		t.Errorf("the summary does not count h10 as a burst workload:\n%s", out.String())
 	}
 }

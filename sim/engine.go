@@ -292,7 +292,8 @@ func (e *Engine) handle(ev event) {
 			e.q.push(event{at: e.wl.Arrivals[e.next].At, kind: evArrival})
 		}
 		e.outstanding++
-		e.met.arrived()
+		a := e.wl.Arrivals[n]
+		e.met.arrived(a.At, a.At >= e.opts.Warmup && e.wl.Functions[a.Fn].SLO > 0)
 		e.pol.arrive(e, n)
 	case evDone:
 		if ev.gen == ev.rep.gen {
@@ -460,7 +461,7 @@ func (e *Engine) finish(r *replica) {
 	for _, n := range r.running {
 		a := e.wl.Arrivals[n]
 		if a.At >= e.opts.Warmup {
-			e.met.complete(int(a.Fn), e.now-a.At, e.wl.Functions[a.Fn].SLO)
+			e.met.complete(int(a.Fn), a.At, e.now-a.At, e.wl.Functions[a.Fn].SLO)
 		}
 		if inWindow {
 			e.met.inWindow++

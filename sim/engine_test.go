@@ -232,3 +232,80 @@ func TestDrainLeavesUnfinishedRequests(t *testing.T) {
 		t.Errorf("SLO violations %v %%, want the unfinished %v %%", res.SLOViolations, want)
 	}
 }
+
+// The series counts SLO requests by the interval they arrived in, and the
+// misses among them (over the SLO or unfinished), so that the misses of a
+// run can be traced to the load that caused them.
+func TestSeriesCountsMissesByArrival(t *testing.T) {
+	cat := synthCatalog(t, m("m10", 10))
+	// A request every 100 ms for 6 s, and 200 at once at 2 s: most of those
+	// miss, and finish in the intervals after the one they arrived in.
+	var burst strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&burst, "%.1f,f,m10\n", float64(i)/10)
+		if i == 20 {
+			burst.WriteString(strings.Repeat("2,f,m10\n", 200))
+		}
+	}
+	tests := []struct {
+		name string
+		wl   *Workload
+		opts Options
+	}{
+		{"burst", trace(t, burst.String(), TraceOptions{SLO: 50 * time.Millisecond}),
+			Options{SampleEvery: time.Second}},
+		{"unfinished", trace(t, strings.Repeat("0,f,m10\n", 300)+"1,f,m10\n", TraceOptions{SLO: time.Hour}),
+			Options{SampleEvery: time.Second, Drain: time.Second, Tick: time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, done, _ := simulate(t, "faas-gpu", tt.wl, cluster(t, 1, 1), cat, tt.opts)
+			slo := tt.wl.Functions[0].SLO
+			arrived, met := map[time.Duration]int{}, map[time.Duration]int{}
+			for _, a := range tt.wl.Arrivals {
+				arrived[a.At.Truncate(time.Second)]++
+			}
+			for _, c := range done {
+				if c.latency <= slo {
+					met[tt.wl.Arrivals[c.n].At.Truncate(time.Second)]++
+				}
+			}
+			totalArrived, totalMissed := 0, 0
+			for i, s := range res.Series {
+				from := time.Duration(0)
+				if i > 0 {
+					from = res.Series[i-1].At
+				}
+				wantArrived, wantMissed := 0, 0
+				for at, n := range arrived {
+					if at >= from && (at < s.At || i == len(res.Series)-1) {
+						wantArrived += n
+						wantMissed += n - met[at]
+					}
+				}
+				if s.SLOArrived != wantArrived || s.SLOMissed != wantMissed {
+					t.Errorf("sample at %s: %d arrived, %d missed; want %d, %d", s.At, s.SLOArrived, s.SLOMissed, wantArrived, wantMissed)
+				}
+				totalArrived += s.SLOArrived
+				totalMissed += s.SLOMissed
+			}
+			if totalMissed == 0 {
+				t.Fatal("no request missed: the case tests nothing")
+			}
+			if got, want := 100*float64(totalMissed)/float64(totalArrived), res.SLOViolations; totalArrived != len(tt.wl.Arrivals) || math.Abs(got-want) > 1e-9 {
+				t.Errorf("series: %d arrived, %.2f %% missed; run: %d requests, %.2f %%", totalArrived, got, len(tt.wl.Arrivals), want)
+			}
+			// Outside the second in which the burst arrived.
+			outArrived, outMissed := 0, 0
+			for at, n := range arrived {
+				if at != 2*time.Second {
+					outArrived += n
+					outMissed += n - met[at]
+				}
+			}
+			if got, want := res.SLOViolationsOutside(2*time.Second, 3*time.Second), 100*float64(outMissed)/float64(outArrived); math.Abs(got-want) > 1e-9 {
+				t.Errorf("violations outside [2s, 3s): %.2f %%, want %.2f %%", got, want)
+			}
+		})
+	}
+}

@@ -20,6 +20,12 @@ type Sample struct {
 	// Throughput and Offered are completions and arrivals per second since
 	// the previous sample.
 	Throughput, Offered float64
+	// SLOArrived counts the measured requests of functions with an SLO
+	// that arrived since the previous sample; SLOMissed those of them that
+	// missed it or never finished. They are counted by arrival, not by
+	// completion, so that a run's misses can be traced to the load that
+	// caused them (a burst's first seconds, the start of an on period).
+	SLOArrived, SLOMissed int
 }
 
 // collector accumulates one run's measurements.
@@ -46,8 +52,11 @@ type collector struct {
 	sinceDone      int
 	sinceArrived   int
 	lastSample     time.Duration
-	wall           time.Duration
-	events         uint64
+	// sloArrived and sloMet count measured SLO requests by the second
+	// of their arrival.
+	sloArrived, sloMet []int32
+	wall               time.Duration
+	events             uint64
 }
 
 // fnStats are one function's request measurements.
@@ -59,6 +68,10 @@ type fnStats struct {
 func (c *collector) init(e *Engine) {
 	c.gpus = len(e.gpus)
 	c.perFn = make([]fnStats, len(e.wl.Functions))
+	if n := len(e.wl.Arrivals); n > 0 {
+		buckets := int(e.wl.Arrivals[n-1].At/time.Second) + 1
+		c.sloArrived, c.sloMet = make([]int32, buckets), make([]int32, buckets)
+	}
 }
 
 func (c *collector) advance(t time.Duration) {
@@ -72,9 +85,17 @@ func (c *collector) advance(t time.Duration) {
 	c.peakUsed = max(c.peakUsed, c.used)
 }
 
-func (c *collector) arrived() { c.sinceArrived++ }
+// arrived counts an arrival at time at; measured: it counts against the
+// SLO of its function.
+func (c *collector) arrived(at time.Duration, measured bool) {
+	c.sinceArrived++
+	if measured {
+		c.sloArrived[at/time.Second]++
+	}
+}
 
-func (c *collector) complete(fn int, lat, slo time.Duration) {
+// complete records a measured request that arrived at arrival and took lat.
+func (c *collector) complete(fn int, arrival, lat, slo time.Duration) {
 	v := float32(float64(lat) / float64(time.Millisecond))
 	c.completed++
 	f := &c.perFn[fn]
@@ -85,6 +106,8 @@ func (c *collector) complete(fn int, lat, slo time.Duration) {
 		if lat > slo {
 			c.sloViolations++
 			f.violations++
+		} else {
+			c.sloMet[arrival/time.Second]++
 		}
 	}
 }
@@ -168,6 +191,9 @@ type Result struct {
 	Latencies []float32
 	// Functions break the request measurements down by function.
 	Functions []FunctionResult
+	// sloArrived and sloMet are the measured SLO requests by the second
+	// of their arrival, and those that met it.
+	sloArrived, sloMet []int32
 }
 
 func (c *collector) result(e *Engine) *Result {
@@ -181,7 +207,7 @@ func (c *collector) result(e *Engine) *Result {
 		}
 	}
 	r := &Result{Policy: e.name, Workload: e.wl.Name, Requests: measured, Completed: c.completed,
-		Span: e.now, Series: c.series}
+		Span: e.now, Series: c.sloByArrival(), sloArrived: c.sloArrived, sloMet: c.sloMet}
 	r.Unfinished = r.Requests - r.Completed
 	if window := e.wl.Duration - e.opts.Warmup; window > 0 {
 		r.Throughput = float64(c.inWindow) / window.Seconds()
@@ -216,6 +242,38 @@ func (c *collector) result(e *Engine) *Result {
 	r.ColdLoads, r.NodeLoads = c.coldLoads, c.nodeLoads
 	r.Wall, r.Events = c.wall, c.events
 	return r
+}
+
+// sloByArrival is the series with each sample's SLO requests by arrival:
+// a sample at At takes the seconds that start in [previous At, At), the
+// last sample every second left.
+func (c *collector) sloByArrival() []Sample {
+	out := slices.Clone(c.series)
+	b := 0
+	for i := range out {
+		for ; b < len(c.sloArrived) && (i == len(out)-1 || time.Duration(b)*time.Second < out[i].At); b++ {
+			out[i].SLOArrived += int(c.sloArrived[b])
+			out[i].SLOMissed += int(c.sloArrived[b] - c.sloMet[b])
+		}
+	}
+	return out
+}
+
+// SLOViolationsOutside is SLOViolations of the requests that arrived
+// before from or from to on (whole seconds; -1: none has an SLO): what a
+// run missed outside a window of its load, such as its first burst.
+func (r *Result) SLOViolationsOutside(from, to time.Duration) float64 {
+	arrived, missed := 0, 0
+	for sec, n := range r.sloArrived {
+		if at := time.Duration(sec) * time.Second; at < from || at >= to {
+			arrived += int(n)
+			missed += int(n - r.sloMet[sec])
+		}
+	}
+	if arrived == 0 {
+		return -1
+	}
+	return 100 * float64(missed) / float64(arrived)
 }
 
 // summarize is the mean, median and 99th percentile of sorted latencies.

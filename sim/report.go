@@ -52,10 +52,10 @@ func WriteSummaryCSV(w io.Writer, results []*Result) error {
 // WriteSeriesCSV writes every result's time series, one line per sample.
 func WriteSeriesCSV(w io.Writer, results []*Result) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"policy", "time_s", "gpus_used", "gpus_active", "sm_allocated_pct", "throughput_rps", "offered_rps"})
+	cw.Write([]string{"policy", "time_s", "gpus_used", "gpus_active", "sm_allocated_pct", "throughput_rps", "offered_rps", "slo_arrived", "slo_missed"})
 	for _, r := range results {
 		for _, s := range r.Series {
-			cw.Write([]string{r.Policy, ftoa(s.At.Seconds()), itoa(s.GPUsUsed), itoa(s.GPUsActive), ftoa(s.SMAllocated), ftoa(s.Throughput), ftoa(s.Offered)})
+			cw.Write([]string{r.Policy, ftoa(s.At.Seconds()), itoa(s.GPUsUsed), itoa(s.GPUsActive), ftoa(s.SMAllocated), ftoa(s.Throughput), ftoa(s.Offered), itoa(s.SLOArrived), itoa(s.SLOMissed)})
 		}
 	}
 	cw.Flush()

@@ -258,6 +258,23 @@ func functionNameFor(model string, i int, numbered bool) string {
 	return name
 }
 
+// firstBurstDrain extends the first burst's window past its end by the
+// time its backlog takes to drain: the requests arriving then wait behind
+// the burst's, not for anything of their own.
+const firstBurstDrain = 20 * time.Second
+
+// FirstBurst is the window of arrivals that the first of the workload's
+// bursts touches, from its onset to firstBurstDrain after its end; ok is
+// false when the load has no bursts (a trace, a ramp or a constant rate).
+// The first burst is the one a policy cannot see coming: what a run
+// misses outside it is what learning the bursts can still save.
+func (s *Spec) FirstBurst() (from, to time.Duration, ok bool) {
+	if s.Trace != "" || len(s.Ramp) > 0 || s.BurstRate <= 0 {
+		return 0, 0, false
+	}
+	return s.BurstEvery, s.BurstEvery + s.BurstLength + firstBurstDrain, true
+}
+
 func (s *Spec) sloFor(cat *Catalog, product, model string) (time.Duration, error) {
 	if s.SLO > 0 || s.SLOFactor <= 0 {
 		return s.SLO, nil

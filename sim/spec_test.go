@@ -181,6 +181,39 @@ func TestSpecBurstIsOnTopOfTheRate(t *testing.T) {
 	}
 }
 
+// The first burst's window starts where the generator's first burst does
+// (one period in) and takes the 20 s of backlog after it; a load without
+// bursts has none.
+func TestSpecFirstBurst(t *testing.T) {
+	burst := Spec{Rate: 10, BurstRate: 20, BurstEvery: 110 * time.Second, BurstLength: 11 * time.Second}
+	tests := []struct {
+		name     string
+		spec     Spec
+		from, to time.Duration
+		ok       bool
+	}{
+		{"bursts", burst, 110 * time.Second, 141 * time.Second, true},
+		{"constant rate", Spec{Rate: 10, BurstEvery: time.Minute, BurstLength: 10 * time.Second}, 0, 0, false},
+		{"ramp wins over bursts", func() Spec { s := burst; s.Ramp = Ramp{{At: 0, Rate: 5}}; return s }(), 0, 0, false},
+		{"trace", func() Spec { s := burst; s.Trace = "t.csv"; return s }(), 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from, to, ok := tt.spec.FirstBurst()
+			if from != tt.from || to != tt.to || ok != tt.ok {
+				t.Errorf("FirstBurst() = %s, %s, %v; want %s, %s, %v", from, to, ok, tt.from, tt.to, tt.ok)
+			}
+		})
+	}
+	// The generator's shape for that spec bursts first in [110s, 121s).
+	g := Burst{Base: 10, High: 30, Every: 110 * time.Second, Length: 11 * time.Second}
+	for at := time.Duration(0); at < 3*time.Minute; at += time.Second {
+		if inBurst := g.Rate(at) > 10; inBurst != (at >= 110*time.Second && at < 121*time.Second) {
+			t.Fatalf("at %s the generator's burst is %v: FirstBurst's onset and length disagree with it", at, inBurst)
+		}
+	}
+}
+
 // Regression: a trace replayed without a duration ran for the default
 // minute, not the trace's own length.
 func TestSpecTraceLength(t *testing.T) {
