@@ -42,6 +42,11 @@ const family2Seed = 20261203
 // once, never changed.
 const family3Seed = 20261204
 
+// family4Seed is a fourth draw, "family4", made before any work on the
+// on/off traces that family3's k20 showed missing: the blind check of
+// that work. Fixed once, never changed.
+const family4Seed = 20261205
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
