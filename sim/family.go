@@ -47,6 +47,11 @@ const family3Seed = 20261204
 // that work. Fixed once, never changed.
 const family4Seed = 20261205
 
+// family5Seed is a fifth draw, "family5", made before its first run and
+// after family4 was looked at while the idle-gap rule was tried on m20:
+// the blind check of that rule. Fixed once, never changed.
+const family5Seed = 20261206
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
