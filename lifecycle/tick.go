@@ -351,6 +351,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
 		// A bursty function's replicas are its next burst's capacity.
 		MemoryShort: c.memoryShort(fn) && !in.Bursty,
+		LastRequest: fn.lastRequest, Gaps: fn.gaps, WarmTTL: c.opts.WarmTTL,
 	}, c.opts.Autoscale)
 	if !ok {
 		return
@@ -398,7 +399,12 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 		}
 		fn := c.functions[r.fn]
 		in := scheduler.WarmInput{WarmFor: now.Sub(ir.Since), IdleFor: now.Sub(ir.Since), FreeMemory: 1, Max: c.opts.WarmTTL}
-		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.keepsCache(r) {
+		// A function in an idle gap comes back at the load before it:
+		// its warm replicas are that load's capacity, and memory
+		// pressure does not cut them short (a placement that needs the
+		// memory still evicts them).
+		gap := fn != nil && scheduler.InIdleGap(now, fn.lastRequest, fn.rate.Rate(), fn.gaps, c.opts.WarmTTL)
+		if r.placement != nil && len(r.placement.GPUs) > 0 && !c.keepsCache(r) && !gap {
 			if used, capacity, ok := c.alloc.Memory(r.placement.GPUs[0]); ok && capacity > 0 {
 				in.FreeMemory = 1 - float64(used)/float64(capacity)
 			}

@@ -41,6 +41,12 @@ type ResizeInput struct {
 	// memory is then worth its start-up even where it saves little of
 	// the cost (see Resize).
 	MemoryShort bool
+	// LastRequest, Gaps and WarmTTL tell an idle gap (InIdleGap): no
+	// resize is made in one, since the rate it reads is decaying toward
+	// an off period's zero, not following the load that comes back.
+	LastRequest time.Time
+	Gaps        []time.Duration
+	WarmTTL     time.Duration
 }
 
 // Replacement is a resize: one new replica of New replaces the replicas
@@ -77,6 +83,9 @@ const MergeOpensGPU = 100
 // would fall below the scale minimum.
 func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 	if in.SLO <= 0 || len(in.Replicas) == 0 || in.Backlog > 0 {
+		return Replacement{}, false
+	}
+	if InIdleGap(in.Now, in.LastRequest, in.Rate, in.Gaps, in.WarmTTL) {
 		return Replacement{}, false
 	}
 	last := in.LastScaleUp

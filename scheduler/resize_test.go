@@ -82,6 +82,32 @@ func TestResize(t *testing.T) {
 			}(),
 		},
 		{
+			name: "not in an idle gap: the rate is decaying toward an off period's zero",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.LastRequest, x.WarmTTL = t0.Add(-5*time.Second), 10*time.Minute
+				return x
+			}(),
+		},
+		{
+			name: "a request just now: resized",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.LastRequest, x.WarmTTL = t0.Add(-100*time.Millisecond), 10*time.Minute
+				return x
+			}(),
+			wantOld: []string{"a"}, wantNew: small,
+		},
+		{
+			name: "idle past a warm replica's lifetime: gone, not pausing, so resized",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.LastRequest, x.WarmTTL = t0.Add(-11*time.Minute), 10*time.Minute
+				return x
+			}(),
+			wantOld: []string{"a"}, wantNew: small,
+		},
+		{
 			name: "not without an SLO",
 			in: func() ResizeInput {
 				x := in(20, 0, large)

@@ -75,6 +75,31 @@ func WarmExpired(in WarmInput) bool {
 	return in.IdleFor >= WarmLifetime(in.Gaps, in.FreeMemory, in.Max)
 }
 
+// idleGapArrivals: a function idle for as long as this many of its
+// requests take to arrive at its smoothed rate has stopped, not thinned
+// out — Poisson arrivals at that rate leave such a gap with a chance of
+// e^-10.
+const idleGapArrivals = 10
+
+// InIdleGap reports whether a function whose last request came at
+// lastRequest is in an idle gap it will come back from: idle for at least
+// MinIdleGap and for idleGapArrivals of its requests at rate, yet not as
+// long as a warm replica of it lives (WarmLifetime with its gaps, no
+// memory pressure). Its smoothed rate decays through such a gap (an
+// on/off trace's off period) while the load that comes back is the one
+// before it, so its replicas keep their size and its warm replicas their
+// memory. Past the lifetime it is gone, not pausing.
+func InIdleGap(now, lastRequest time.Time, rate float64, gaps []time.Duration, warmTTL time.Duration) bool {
+	if lastRequest.IsZero() {
+		return false
+	}
+	idle := now.Sub(lastRequest)
+	if idle < MinIdleGap || (rate > 0 && idle.Seconds() < idleGapArrivals/rate) {
+		return false
+	}
+	return idle < WarmLifetime(gaps, 1, warmTTL)
+}
+
 func pressure(free float64) float64 {
 	return min(max(free/warmFreeMemory, 0), 1)
 }

@@ -102,3 +102,39 @@ func TestRateHistoryBursty(t *testing.T) {
 		}
 	})
 }
+
+func TestInIdleGap(t *testing.T) {
+	s := time.Second
+	ttl := 10 * time.Minute
+	onoff := []time.Duration{60 * s, 60 * s, 60 * s, 60 * s}
+	cases := []struct {
+		name  string
+		idle  time.Duration
+		rate  float64
+		gaps  []time.Duration
+		never bool // no request yet
+		want  bool
+	}{
+		{"no request yet", 0, 0, nil, true, false},
+		{"a request this tick", 0, 100, nil, false, false},
+		{"under a second idle", 900 * time.Millisecond, 0, nil, false, false},
+		{"idle 2 s at 100 req/s: stopped, within the lifetime", 2 * s, 100, nil, false, true},
+		{"idle 5 s at 1 req/s: fewer than 10 arrivals' time", 5 * s, 1, nil, false, false},
+		{"idle 15 s at 1 req/s", 15 * s, 1, nil, false, true},
+		{"rate decayed to zero", 30 * s, 0, nil, false, true},
+		{"within twice its usual gaps", 100 * s, 50, onoff, false, true},
+		{"past twice its usual gaps: gone", 130 * s, 50, onoff, false, false},
+		{"no gaps known: gone at the TTL", ttl, 50, nil, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			last := t0.Add(-tc.idle)
+			if tc.never {
+				last = time.Time{}
+			}
+			if got := InIdleGap(t0, last, tc.rate, tc.gaps, ttl); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

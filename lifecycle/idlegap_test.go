@@ -1,0 +1,54 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+)
+
+// A function that stops for a while (an on/off trace's off period) comes
+// back at the load it had: its smoothed rate decays through the gap, yet
+// its replica keeps its size (scheduler.InIdleGap). A function whose load
+// falls and goes on is still resized down.
+func TestNoResizeInAnIdleGap(t *testing.T) {
+	store := builtinStore(t)
+	tests := []struct {
+		name string
+		// requests a second after a minute at 300 req/s
+		after   uint64
+		resized bool
+	}{
+		{"an off period: kept", 0, false},
+		{"a lower load that goes on: resized down", 5, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{Profiles: store})
+			if _, err := c.Deploy(rnSpec(), t0); err != nil {
+				t.Fatal(err)
+			}
+			l := Load{}
+			now := steady(c, rnKey, &l, 300, 60)
+			resized := false
+			for s := 1; s <= 90; s++ {
+				now = now.Add(time.Second)
+				var res Result
+				if tt.after > 0 {
+					res = tickWith(c, rnKey, &l, tt.after, now)
+				} else {
+					c.ObserveLoad(rnKey, l)
+					res = c.Tick(now)
+				}
+				readyAll(c, now)
+				for _, sc := range res.Scaled {
+					if sc.Resize {
+						resized = true
+						t.Logf("%s: %s", now.Sub(t0), sc.Reason)
+					}
+				}
+			}
+			if resized != tt.resized {
+				t.Errorf("resized in the 90 s after the load changed: %v, want %v", resized, tt.resized)
+			}
+		})
+	}
+}
