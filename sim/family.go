@@ -52,6 +52,11 @@ const family4Seed = 20261205
 // the blind check of that rule. Fixed once, never changed.
 const family5Seed = 20261206
 
+// family6Seed is a sixth draw, "family6", made before its first run and
+// after family5 was looked at for the idle-gap rule's costs: the blind
+// check of what followed from them. Fixed once, never changed.
+const family6Seed = 20261207
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 

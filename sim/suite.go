@@ -163,7 +163,7 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 }
 
 // Suites lists the workload suites -suite runs.
-func Suites() []string { return []string{"heldout", "family", "family2", "family3", "family4", "family5"} }
+func Suites() []string { return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6"} }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
 func SuiteWorkloads(suite string) ([][2]string, error) {
@@ -197,6 +197,8 @@ func lookupSuite(sel string) ([]scenario, error) {
 		all, err = family(family4Seed, "m")
 	case "family5":
 		all, err = family(family5Seed, "n")
+	case "family6":
+		all, err = family(family6Seed, "p")
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}
