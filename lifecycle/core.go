@@ -155,11 +155,14 @@ type function struct {
 	// gaps are the last idle gaps seen between its requests (see
 	// observeQuiet), for the warm replicas' lifetime; seen is the request
 	// count at the last tick, quiet whether a tick since passed with none,
-	// from the last request before it (quietFrom).
+	// from the last request before it (quietFrom); resumed is the first
+	// request after the last pause that was an idle gap
+	// (scheduler.IsIdleGap), for resizing's cool-down.
 	gaps      []time.Duration
 	seen      uint64
 	quiet     bool
 	quietFrom time.Time
+	resumed   time.Time
 	// burst is its smoothed rate over the warm TTL, one a tick: whether
 	// it is bursty decides if its warm model caches are kept (keepsCache).
 	burst scheduler.RateHistory

@@ -7,18 +7,23 @@ import (
 
 // A function that stops for a while (an on/off trace's off period) comes
 // back at the load it had: its smoothed rate decays through the gap, yet
-// its replica keeps its size (scheduler.InIdleGap). A function whose load
-// falls and goes on is still resized down.
+// its replica keeps its size (scheduler.InIdleGap), and when the load
+// comes back it is not resized to the rate the gap left behind (the
+// cool-down from ResizeInput.Resumed). A function whose load falls and
+// goes on is still resized down.
 func TestNoResizeInAnIdleGap(t *testing.T) {
 	store := builtinStore(t)
 	tests := []struct {
 		name string
-		// requests a second after a minute at 300 req/s
+		// after a minute at 300 req/s: off seconds with no request, then
+		// after requests a second
+		off     int
 		after   uint64
 		resized bool
 	}{
-		{"an off period: kept", 0, false},
-		{"a lower load that goes on: resized down", 5, true},
+		{"an off period: kept", 90, 0, false},
+		{"an off period, then the load back: kept", 40, 300, false},
+		{"a lower load that goes on: resized down", 0, 5, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,7 +37,7 @@ func TestNoResizeInAnIdleGap(t *testing.T) {
 			for s := 1; s <= 90; s++ {
 				now = now.Add(time.Second)
 				var res Result
-				if tt.after > 0 {
+				if s > tt.off {
 					res = tickWith(c, rnKey, &l, tt.after, now)
 				} else {
 					c.ObserveLoad(rnKey, l)

@@ -351,7 +351,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
 		// A bursty function's replicas are its next burst's capacity.
 		MemoryShort: c.memoryShort(fn) && !in.Bursty,
-		LastRequest: fn.lastRequest, Gaps: fn.gaps, WarmTTL: c.opts.WarmTTL,
+		LastRequest: fn.lastRequest, Gaps: fn.gaps, WarmTTL: c.opts.WarmTTL, Resumed: fn.resumed,
 	}, c.opts.Autoscale)
 	if !ok {
 		return
@@ -459,6 +459,9 @@ func (fn *function) observeQuiet() {
 	case fn.quiet:
 		fn.quiet = false
 		if d := fn.lastRequest.Sub(fn.quietFrom); d >= scheduler.MinIdleGap {
+			if scheduler.IsIdleGap(d, fn.rate.Rate()) {
+				fn.resumed = fn.lastRequest
+			}
 			if len(fn.gaps) == maxGaps {
 				fn.gaps = append(fn.gaps[:0], fn.gaps[1:]...)
 			}

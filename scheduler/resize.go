@@ -47,6 +47,11 @@ type ResizeInput struct {
 	LastRequest time.Time
 	Gaps        []time.Duration
 	WarmTTL     time.Duration
+	// Resumed is when the function's last idle gap ended (zero: none
+	// seen). The cool-down runs from it too: the smoothed rate then
+	// still carries the gap's decay for a few half-lives, below the load
+	// that came back, and a resize to it meets that load too small.
+	Resumed time.Time
 }
 
 // Replacement is a resize: one new replica of New replaces the replicas
@@ -89,7 +94,7 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		return Replacement{}, false
 	}
 	last := in.LastScaleUp
-	for _, t := range []time.Time{in.LastScaleDown, in.LastResize} {
+	for _, t := range []time.Time{in.LastScaleDown, in.LastResize, in.Resumed} {
 		if t.After(last) {
 			last = t
 		}

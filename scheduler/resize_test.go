@@ -108,6 +108,25 @@ func TestResize(t *testing.T) {
 			wantOld: []string{"a"}, wantNew: small,
 		},
 		{
+			name: "within the cool-down of the end of an idle gap: the rate still carries its decay",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.LastRequest, x.WarmTTL = t0, 10*time.Minute
+				x.Resumed = t0.Add(-10 * time.Second)
+				return x
+			}(),
+		},
+		{
+			name: "past that cool-down: resized",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.LastRequest, x.WarmTTL = t0, 10*time.Minute
+				x.Resumed = t0.Add(-time.Minute)
+				return x
+			}(),
+			wantOld: []string{"a"}, wantNew: small,
+		},
+		{
 			name: "not without an SLO",
 			in: func() ResizeInput {
 				x := in(20, 0, large)

@@ -94,10 +94,15 @@ func InIdleGap(now, lastRequest time.Time, rate float64, gaps []time.Duration, w
 		return false
 	}
 	idle := now.Sub(lastRequest)
-	if idle < MinIdleGap || (rate > 0 && idle.Seconds() < idleGapArrivals/rate) {
-		return false
-	}
-	return idle < WarmLifetime(gaps, 1, warmTTL)
+	return IsIdleGap(idle, rate) && idle < WarmLifetime(gaps, 1, warmTTL)
+}
+
+// IsIdleGap reports whether a pause of d between requests of a function
+// with this smoothed rate is an idle gap, not the spacing of its
+// requests: at least MinIdleGap and the time idleGapArrivals of them take
+// to arrive.
+func IsIdleGap(d time.Duration, rate float64) bool {
+	return d >= MinIdleGap && (rate <= 0 || d.Seconds() >= idleGapArrivals/rate)
 }
 
 func pressure(free float64) float64 {

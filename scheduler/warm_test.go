@@ -103,6 +103,29 @@ func TestRateHistoryBursty(t *testing.T) {
 	})
 }
 
+func TestIsIdleGap(t *testing.T) {
+	s := time.Second
+	cases := []struct {
+		name string
+		d    time.Duration
+		rate float64
+		want bool
+	}{
+		{"under MinIdleGap", 500 * time.Millisecond, 0, false},
+		{"the spacing of a slow function's requests", 3 * s, 0.4, false},
+		{"ten of its arrivals' time", 25 * s, 0.4, true},
+		{"a pause of a busy function", 2 * s, 100, true},
+		{"no rate known", 2 * s, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsIdleGap(tc.d, tc.rate); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestInIdleGap(t *testing.T) {
 	s := time.Second
 	ttl := 10 * time.Minute
