@@ -163,7 +163,9 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 }
 
 // Suites lists the workload suites -suite runs.
-func Suites() []string { return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6"} }
+func Suites() []string {
+	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6"}
+}
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
 func SuiteWorkloads(suite string) ([][2]string, error) {
