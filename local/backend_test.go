@@ -307,7 +307,14 @@ func coreView(b *Backend, k string) (lifecycle.FunctionView, bool) {
 
 // request counts one request of ns/name as the proxy does.
 func request(b *Backend, ns, name string) {
-	b.cfg.Load.(*handlers.LoadBook).Request(ns, name, time.Now())
+	requestAt(b, ns, name, time.Now())
+}
+
+// requestAt counts a request as the proxy would, arriving at at: a test
+// whose ticks run on a made-up clock gives its requests that clock too,
+// or the core sees them stop (an idle gap) while the load goes on.
+func requestAt(b *Backend, ns, name string, at time.Time) {
+	b.cfg.Load.(*handlers.LoadBook).Request(ns, name, at)
 }
 
 // readyEndpoints is what the proxy's one lookup finds of ns/name.

@@ -364,8 +364,9 @@ func TestReplicaResizedMakeBeforeBreak(t *testing.T) {
 		}
 	}
 	tick := func(s int, rate int) {
-		for range rate {
-			request(b, DefaultNamespace, "rn")
+		// Spread over the virtual second, as the ticks count it.
+		for i := range rate {
+			requestAt(b, DefaultNamespace, "rn", t0.Add(time.Duration(s)*time.Second+time.Duration(i)*time.Second/time.Duration(rate)))
 		}
 		b.Tick(t0.Add(time.Duration(s+1) * time.Second))
 		routed(s, "after the tick")
