@@ -57,6 +57,11 @@ const family5Seed = 20261206
 // check of what followed from them. Fixed once, never changed.
 const family6Seed = 20261207
 
+// family7Seed is a seventh draw, "family7", made before its first run and
+// after family6 was looked at for the resize cool-down: the blind check of
+// what is tuned next. Fixed once, never changed.
+const family7Seed = 20261208
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 

@@ -164,7 +164,7 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 
 // Suites lists the workload suites -suite runs.
 func Suites() []string {
-	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6"}
+	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6", "family7"}
 }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
@@ -201,6 +201,8 @@ func lookupSuite(sel string) ([]scenario, error) {
 		all, err = family(family5Seed, "n")
 	case "family6":
 		all, err = family(family6Seed, "p")
+	case "family7":
+		all, err = family(family7Seed, "q")
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}
