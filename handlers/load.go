@@ -23,8 +23,12 @@ type functionLoad struct {
 	last     atomic.Int64 // unix nanoseconds of the last request
 	queued   atomic.Int64
 	loads    atomic.Uint64 // model loads its replicas reported (X-Faas-Gpu-Cache)
-	mu       sync.Mutex
-	models   map[string]uint64 // requests by X-Model
+	// sloServed and sloMissed count its requests with an SLO that
+	// finished, and those that missed it (sloMissed).
+	sloServed, sloMissed atomic.Uint64
+
+	mu     sync.Mutex
+	models map[string]uint64 // requests by X-Model
 }
 
 // maxModelsCounted bounds the models counted for one function: X-Model is
@@ -102,6 +106,26 @@ func (b *LoadBook) Models(ns, name string) (map[string]uint64, uint64) {
 		return nil, l.loads.Load()
 	}
 	return maps.Clone(l.models), l.loads.Load()
+}
+
+// Completed counts one request of function ns/name with an SLO that
+// finished; missed: over the SLO, failed or refused.
+func (b *LoadBook) Completed(ns, name string, missed bool) {
+	l := b.of(ns, name)
+	l.sloServed.Add(1)
+	if missed {
+		l.sloMissed.Add(1)
+	}
+}
+
+// SLO is how many of function ns/name's requests with an SLO finished so
+// far, and how many of them missed it (lifecycle.Load.SLOServed).
+func (b *LoadBook) SLO(ns, name string) (served, missed uint64) {
+	l, ok := b.lookup(ns, name)
+	if !ok {
+		return 0, 0
+	}
+	return l.sloServed.Load(), l.sloMissed.Load()
 }
 
 // SetQueued records that n requests of function ns/name wait in the

@@ -90,6 +90,11 @@ func (s *LoadShare) Load(ns, name string) (requests uint64, last time.Time, queu
 	return requests, last, queued
 }
 
+// SLO is this instance's SLO counts of function ns/name (LoadBook.SLO):
+// standbys do not report theirs, so a leader corrects its model with the
+// requests it proxied itself.
+func (s *LoadShare) SLO(ns, name string) (served, missed uint64) { return s.book.SLO(ns, name) }
+
 // Reporting tells whether some standby reported within the ttl: then part
 // of every function's count arrives in lumps, once a report interval, and
 // a pass that reads counts over a shorter interval (the core's Rise)

@@ -82,6 +82,16 @@ type ProxyOptions struct {
 	Models ModelReporter
 }
 
+// finished records one invocation's outcome: in the metrics, and for a
+// function with an SLO in the load book's SLO counts, which the
+// autoscaler corrects its model with (lifecycle.Load.SLOServed).
+func finished(opts ProxyOptions, ns, name string, code int, cache string, d, slo time.Duration) {
+	opts.Metrics.observe(ns, name, code, cache, d, slo)
+	if slo > 0 {
+		opts.Load.Completed(ns, name, sloMissed(code, d, slo))
+	}
+}
+
 // HeaderReplica names the replica that served a request, so clients and
 // tests can see the routing.
 const HeaderReplica = "X-Faas-Gpu-Replica"
@@ -94,7 +104,7 @@ type proxyTarget struct {
 	endpoint scheduler.Endpoint
 	ns, name string
 	start    time.Time
-	slo      time.Duration // 0: none, or no metrics to count it in
+	slo      time.Duration // 0: none
 	model    string        // the request's X-Model, "" for none
 }
 
@@ -160,7 +170,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			if cache == "miss" || cache == "node-hit" {
 				opts.Load.Loaded(t.ns, t.name)
 			}
-			opts.Metrics.observe(t.ns, t.name, resp.StatusCode, cache, time.Since(t.start), t.slo)
+			finished(opts, t.ns, t.name, resp.StatusCode, cache, time.Since(t.start), t.slo)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -174,7 +184,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 				return // the client went away; nobody reads an answer
 			}
 			log.Warn("proxy error", zap.String("replica", t.endpoint.ID), zap.Error(err))
-			opts.Metrics.observe(t.ns, t.name, code, "", time.Since(t.start), t.slo)
+			finished(opts, t.ns, t.name, code, "", time.Since(t.start), t.slo)
 			http.Error(w, msg, code)
 		},
 	}
@@ -215,10 +225,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			http.Error(w, "No endpoints available for: "+name+"."+ns+".", http.StatusServiceUnavailable)
 			return
 		}
-		var slo time.Duration
-		if opts.Metrics != nil {
-			slo = route.SLO
-		}
+		slo := route.SLO
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		q := pull.queueOf(ns, name)
@@ -226,7 +233,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		if err != nil {
 			w.Header().Set(internalHeader, "proxy")
 			if full, ok := asQueueFull(err); ok {
-				opts.Metrics.observe(ns, name, http.StatusTooManyRequests, "", time.Since(start), slo)
+				finished(opts, ns, name, http.StatusTooManyRequests, "", time.Since(start), slo)
 				w.Header().Set("Retry-After", strconv.Itoa(int(full.retryAfter/time.Second)))
 				http.Error(w, "Too many requests waiting for "+name+"."+ns+".", http.StatusTooManyRequests)
 				return
@@ -237,7 +244,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 			// The client waited out its timeout for a replica that
 			// could start it: the worst miss of an SLO there is, so it
 			// counts.
-			opts.Metrics.observe(ns, name, http.StatusGatewayTimeout, "", time.Since(start), slo)
+			finished(opts, ns, name, http.StatusGatewayTimeout, "", time.Since(start), slo)
 			http.Error(w, "Function timed out waiting for a replica.", http.StatusGatewayTimeout)
 			return
 		}

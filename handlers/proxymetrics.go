@@ -87,6 +87,13 @@ func newProxyMetrics(reg prometheus.Registerer, now func() time.Time) *ProxyMetr
 	return m
 }
 
+// sloMissed reports whether an invocation of a function with an SLO
+// missed it: slower than it, failed (5xx), or refused with a full queue
+// (429), which was not served either.
+func sloMissed(code int, d, slo time.Duration) bool {
+	return d > slo || code >= 500 || code == http.StatusTooManyRequests
+}
+
 // observe records one forwarded invocation: its status code (the replica's,
 // or the proxy's 502/504), the model-cache outcome, how long it took and
 // the function's SLO (0: none).
@@ -104,8 +111,7 @@ func (m *ProxyMetrics) observe(ns, name string, code int, cacheOutcome string, d
 	}
 	m.requests.WithLabelValues(name, ns, strconv.Itoa(code), cacheOutcome).Inc()
 	m.duration.WithLabelValues(name, ns).Observe(d.Seconds())
-	// A request refused with a full queue (429) was not served either.
-	violated := slo > 0 && (d > slo || code >= 500 || code == http.StatusTooManyRequests)
+	violated := slo > 0 && sloMissed(code, d, slo)
 	if slo > 0 {
 		// Created at 0 by the first invocation, so that a ratio over
 		// faas_gpu_invocations_total has a series before the first miss.

@@ -45,7 +45,8 @@ func (r sloResolver) Replicas(ns, name string) ([]scheduler.Endpoint, error) {
 func (sloResolver) Holds(string, string) bool { return false }
 
 // The proxy counts, per function with an SLO, the invocations slower than
-// it and those that failed, against real replicas over HTTP.
+// it and those that failed, against real replicas over HTTP: in its
+// metrics, and in the load book the autoscaler reads (LoadBook.SLO).
 func TestProxyCountsSLOViolations(t *testing.T) {
 	replica := func(h http.HandlerFunc) string {
 		srv := httptest.NewServer(h)
@@ -72,7 +73,8 @@ func TestProxyCountsSLOViolations(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	m := NewProxyMetrics(reg)
-	proxy := MakeProxyHandler(res, &Invocations{}, ProxyOptions{Timeout: 10 * time.Second, Metrics: m}, zap.NewNop())
+	book := NewLoadBook()
+	proxy := MakeProxyHandler(res, &Invocations{}, ProxyOptions{Timeout: 10 * time.Second, Metrics: m, Load: book}, zap.NewNop())
 	r := mux.NewRouter()
 	r.HandleFunc("/function/{name}", proxy)
 	srv := httptest.NewServer(r)
@@ -109,6 +111,10 @@ func TestProxyCountsSLOViolations(t *testing.T) {
 		if !ok || got.Requests != c.n {
 			t.Errorf("%s: measured %+v, want %d requests", c.name, got, c.n)
 			continue
+		}
+		served, missed := book.SLO(DefaultNamespace, c.name)
+		if wantServed := map[bool]int{true: c.n}[c.hasSLO]; int(served) != wantServed || int(missed) != c.violations {
+			t.Errorf("%s: load book's SLO counts %d served, %d missed; want %d, %d", c.name, served, missed, wantServed, c.violations)
 		}
 		if !c.hasSLO {
 			if got.SLOViolations != nil {

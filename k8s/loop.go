@@ -160,9 +160,12 @@ func (b *Backend) autoscale(now time.Time, rise bool) bool {
 func (b *Backend) observe(k string) lifecycle.Load {
 	requests, last, _ := b.load(k)
 	l := lifecycle.Load{Requests: requests, LastRequest: last, Backlog: b.backlog(k)}
+	ns, name := splitKey(k)
 	if ms, ok := b.cfg.Load.(ModelLoadSource); ok {
-		ns, name := splitKey(k)
 		l.Models, l.Loads = ms.Models(ns, name)
+	}
+	if ss, ok := b.cfg.Load.(SLOLoadSource); ok {
+		l.SLOServed, l.SLOMissed = ss.SLO(ns, name)
 	}
 	return l
 }

@@ -37,6 +37,14 @@ type ModelLoadSource interface {
 	Models(namespace, name string) (byModel map[string]uint64, loads uint64)
 }
 
+// SLOLoadSource is a LoadSource that also counts a function's requests
+// with an SLO that finished and those that missed it (handlers.LoadBook;
+// this instance's proxy only: a standby's misses are not reported), for
+// the autoscaler's correction of its model (lifecycle.Load.SLOServed).
+type SLOLoadSource interface {
+	SLO(namespace, name string) (served, missed uint64)
+}
+
 // Route is the proxy's one lookup of a request (handlers.ReplicaResolver):
 // the function's Ready pods, its SLO and its model. It counts the
 // request's cache outcome for model (the request's X-Model, "" for the

@@ -172,6 +172,13 @@ type function struct {
 	// mix follows the models a multi-model function's requests name
 	// (mix.go); nil for one model.
 	mix *mixState
+	// feedback corrects its capacity with the SLO misses the proxy
+	// measured (scheduler.SLOFeedback), observed at feedbackAt;
+	// unsettledAt is the last tick it had a replica not ready, one being
+	// replaced, or a backlog.
+	feedback    scheduler.SLOFeedback
+	feedbackAt  time.Time
+	unsettledAt time.Time
 }
 
 type replica struct {

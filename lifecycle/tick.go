@@ -24,6 +24,11 @@ type Load struct {
 	// misses and node hits; a running count): their time is counted in
 	// the mix's capacity.
 	Loads uint64
+	// SLOServed counts its requests with an SLO that completed so far,
+	// SLOMissed those of them over the SLO or failed (running counts):
+	// the autoscaler's correction of the queueing model
+	// (scheduler.SLOFeedback).
+	SLOServed, SLOMissed uint64
 }
 
 // ObserveLoad records what the proxy counted of function key; Tick reads
@@ -69,6 +74,7 @@ func (c *Core) Tick(now time.Time) Result {
 		fn.rise.Observe(fn.load.Requests, now)
 		if fn.plan.Autoscaled {
 			c.observeMix(fn, now)
+			c.observeFeedback(fn, now)
 		}
 		in := c.autoscaleInput(fn, now, rate, fn.rate.Rising())
 		// Confirmed on two ticks, or on the last two of the short
@@ -159,6 +165,38 @@ func (c *Core) Rise(now time.Time) Result {
 	return res
 }
 
+// feedbackSettle is how long a function's replicas must have been ready,
+// with no backlog, before the misses completing count against the model:
+// a cold start's or a burst's queue drains within a few SLOs of it.
+const feedbackSettle = 5 * time.Second
+
+// observeFeedback feeds the SLO misses the proxy counted of fn into its
+// correction of the queueing model (scheduler.SLOFeedback).
+func (c *Core) observeFeedback(fn *function, now time.Time) {
+	if fn.plan.Request.SLO <= 0 || c.opts.Autoscale.NoQueueing {
+		return
+	}
+	if fn.load.Backlog > 0 || anyReplacing(fn) || len(fn.live) == 0 {
+		fn.unsettledAt = now
+	}
+	for _, r := range fn.live {
+		if r.phase != Ready {
+			fn.unsettledAt = now
+		}
+	}
+	quantile := c.opts.Autoscale.SLOQuantile
+	if quantile <= 0 || quantile >= 1 {
+		quantile = scheduler.DefaultSLOQuantile
+	}
+	var dt time.Duration
+	if !fn.feedbackAt.IsZero() {
+		dt = now.Sub(fn.feedbackAt)
+	}
+	settled := now.Sub(fn.unsettledAt) >= feedbackSettle
+	fn.feedback = fn.feedback.Observe(fn.load.SLOServed, fn.load.SLOMissed, dt, settled, 1-quantile)
+	fn.feedbackAt = now
+}
+
 // autoscaleInput is what the autoscaler reads of fn at now, at the
 // smoothed rate and the rate a rise points at (rising).
 func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64) scheduler.AutoscaleInput {
@@ -177,6 +215,11 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			// Its replicas' time spent loading models is demand too.
 			in.Configs = menu
 			f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
+			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
+		}
+		if in.SLO > 0 {
+			// What the measured misses say the model leaves out.
+			f := fn.feedback.Value()
 			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
 		}
 	}

@@ -57,6 +57,9 @@ func (b *Backend) pass(now time.Time, run func(time.Time) lifecycle.Result) {
 			if ms, ok := b.load.(ModelLoadSource); ok {
 				ld.Models, ld.Loads = ms.Models(v.Spec.Namespace(), v.Spec.Name())
 			}
+			if ss, ok := b.load.(SLOLoadSource); ok {
+				ld.SLOServed, ld.SLOMissed = ss.SLO(v.Spec.Namespace(), v.Spec.Name())
+			}
 		}
 		ld.Backlog = b.backlogLocked(v, queued)
 		b.core.ObserveLoad(v.Key, ld)

@@ -129,6 +129,13 @@ type ModelLoadSource interface {
 	Models(namespace, name string) (byModel map[string]uint64, loads uint64)
 }
 
+// SLOLoadSource is a LoadSource that also counts a function's requests
+// with an SLO that finished and those that missed it (handlers.LoadBook):
+// the autoscaler corrects its model with them (lifecycle.Load.SLOServed).
+type SLOLoadSource interface {
+	SLO(namespace, name string) (served, missed uint64)
+}
+
 // replica is a replica this backend started: a process or an emulated
 // worker.
 type replica struct {

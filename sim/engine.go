@@ -155,10 +155,15 @@ type Engine struct {
 	// loadsByFn counts the model loads (misses and node hits) of each
 	// function's replicas, by workload index.
 	loadsByFn []uint64
-	wl        *Workload
-	inv       gpu.Inventory
-	product   string
-	name      string
+	// sloServed and sloMissed count each function's completed requests
+	// with an SLO, and those over it, from the start (the warm-up too):
+	// what the proxy's SLO metrics count, for faas-gpu's feedback.
+	sloServed, sloMissed []uint64
+
+	wl      *Workload
+	inv     gpu.Inventory
+	product string
+	name    string
 	// models are the workload's models by index, then function models no
 	// request names; fnModel maps a function to its model there.
 	models  []modelInfo
@@ -463,6 +468,9 @@ func (e *Engine) finish(r *replica) {
 		if a.At >= e.opts.Warmup {
 			e.met.complete(int(a.Fn), a.At, e.now-a.At, e.wl.Functions[a.Fn].SLO)
 		}
+		if slo := e.wl.Functions[a.Fn].SLO; slo > 0 {
+			e.countSLO(int(a.Fn), e.now-a.At > slo)
+		}
 		if inWindow {
 			e.met.inWindow++
 		}
@@ -476,6 +484,17 @@ func (e *Engine) finish(r *replica) {
 	r.busy = false
 	r.gen++
 	e.pol.idle(e, r)
+}
+
+// countSLO counts a completed request of function fn with an SLO.
+func (e *Engine) countSLO(fn int, missed bool) {
+	for len(e.sloServed) <= fn {
+		e.sloServed, e.sloMissed = append(e.sloServed, 0), append(e.sloMissed, 0)
+	}
+	e.sloServed[fn]++
+	if missed {
+		e.sloMissed[fn]++
+	}
 }
 
 // book counts a replica holding (+1) or freeing (-1) g's memory.

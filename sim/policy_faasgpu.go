@@ -434,6 +434,9 @@ func (p *faasGPU) pass(e *Engine, run func(time.Time) lifecycle.Result) {
 		if !e.opts.NoBacklog {
 			l.Backlog = f.backlog()
 		}
+		if f.idx < len(e.sloServed) {
+			l.SLOServed, l.SLOMissed = e.sloServed[f.idx], e.sloMissed[f.idx]
+		}
 		if f.multi {
 			// What the proxy counts of a multi-model function: its
 			// requests by model and its replicas' loads.
