@@ -184,16 +184,12 @@ func (c *Core) observeFeedback(fn *function, now time.Time) {
 			fn.unsettledAt = now
 		}
 	}
-	quantile := c.opts.Autoscale.SLOQuantile
-	if quantile <= 0 || quantile >= 1 {
-		quantile = scheduler.DefaultSLOQuantile
-	}
 	var dt time.Duration
 	if !fn.feedbackAt.IsZero() {
 		dt = now.Sub(fn.feedbackAt)
 	}
 	settled := now.Sub(fn.unsettledAt) >= feedbackSettle
-	fn.feedback = fn.feedback.Observe(fn.load.SLOServed, fn.load.SLOMissed, dt, settled, 1-quantile)
+	fn.feedback = fn.feedback.Observe(fn.load.SLOServed, fn.load.SLOMissed, dt, settled, scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
 	fn.feedbackAt = now
 }
 

@@ -68,10 +68,7 @@ func loneCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 	if c.Lone.SLO == slo && c.Lone.Quantile == quantile {
 		return c.Lone.Rate
 	}
-	eps := 1 - quantile
-	if !(eps > 0 && eps < 1) {
-		eps = 1 - DefaultSLOQuantile
-	}
+	eps := MissBudget(quantile)
 	if lundbergCapacity(c, slo, quantile) >= nearFull*c.Throughput {
 		return 0 // Lundberg's bound is tight there; the chain would be large
 	}

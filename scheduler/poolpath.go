@@ -63,10 +63,7 @@ func PoolPathCapacity(c SliceConfig, n int, slo time.Duration, quantile float64)
 	if !c.timed() || n < 1 || slo <= 0 || c.Throughput <= 0 {
 		return 0
 	}
-	eps := 1 - quantile
-	if !(eps > 0 && eps < 1) {
-		eps = 1 - DefaultSLOQuantile
-	}
+	eps := MissBudget(quantile)
 	var p samplePath
 	if !p.init(c, n, slo.Seconds()) {
 		return 0

@@ -9,6 +9,15 @@ import (
 // latency SLO is read as a p99 target (docs/scheduling.md).
 const DefaultSLOQuantile = 0.99
 
+// MissBudget is the share of requests a quantile lets miss the SLO:
+// 1 - quantile, DefaultSLOQuantile's where quantile is not in (0, 1).
+func MissBudget(quantile float64) float64 {
+	if eps := 1 - quantile; eps > 0 && eps < 1 {
+		return eps
+	}
+	return 1 - DefaultSLOQuantile
+}
+
 // batchLatency is the time a replica of c computes one full batch.
 func (c SliceConfig) batchLatency() float64 {
 	if c.Throughput <= 0 || c.Batch <= 0 {
@@ -58,10 +67,7 @@ func QueueCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
 // lundbergCapacity is QueueCapacity's bound that times every batch as the
 // slowest (see QueueCapacity).
 func lundbergCapacity(c SliceConfig, slo time.Duration, quantile float64) float64 {
-	eps := 1 - quantile
-	if !(eps > 0 && eps < 1) {
-		eps = 1 - DefaultSLOQuantile
-	}
+	eps := MissBudget(quantile)
 	s := c.batchLatency() / float64(c.Batch)
 	slack := slo.Seconds() - 2*c.slowestBatch() + s
 	if slack <= 0 {
@@ -151,10 +157,7 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 		}
 		return total >= rate
 	}
-	eps := 1 - quantile
-	if !(eps > 0 && eps < 1) {
-		eps = 1 - DefaultSLOQuantile
-	}
+	eps := MissBudget(quantile)
 	if apartCapacity(cs, rate, slo, quantile) >= rate {
 		return true
 	}
