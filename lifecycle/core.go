@@ -173,11 +173,9 @@ type function struct {
 	// (mix.go); nil for one model.
 	mix *mixState
 	// feedback corrects its capacity with the SLO misses the proxy
-	// measured (scheduler.SLOFeedback), observed at feedbackAt;
-	// unsettledAt is the last tick it had a replica not ready, one being
-	// replaced, or a backlog.
+	// measured (scheduler.SLOFeedback); unsettledAt is the last tick it
+	// had a replica not ready, one being replaced, or a backlog.
 	feedback    scheduler.SLOFeedback
-	feedbackAt  time.Time
 	unsettledAt time.Time
 }
 

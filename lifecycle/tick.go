@@ -184,13 +184,8 @@ func (c *Core) observeFeedback(fn *function, now time.Time) {
 			fn.unsettledAt = now
 		}
 	}
-	var dt time.Duration
-	if !fn.feedbackAt.IsZero() {
-		dt = now.Sub(fn.feedbackAt)
-	}
 	settled := now.Sub(fn.unsettledAt) >= feedbackSettle
-	fn.feedback = fn.feedback.Observe(fn.load.SLOServed, fn.load.SLOMissed, dt, settled, scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
-	fn.feedbackAt = now
+	fn.feedback = fn.feedback.Observe(now, fn.load.SLOServed, fn.load.SLOMissed, settled, scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
 }
 
 // autoscaleInput is what the autoscaler reads of fn at now, at the

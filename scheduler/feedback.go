@@ -27,6 +27,7 @@ type SLOFeedback struct {
 	served, missed uint64
 	sum, miss      float64
 	window         time.Duration // settled time the window covers
+	at             time.Time     // the last Observe
 	started        bool
 }
 
@@ -63,18 +64,20 @@ func (f SLOFeedback) Value() float64 {
 
 // Observe is f after the counts served and missed (running counts of the
 // function's requests with an SLO that completed, and of those that took
-// longer than it or failed) at an interval of dt. settled says the
+// longer than it or failed) at now. settled says the
 // function's replicas were all ready, with no backlog, for long enough
 // that what completed was served by them: while it is false the window
 // only restarts (misses of a cold start or a burst's queue are not the
 // model's error). budget is the share of requests the SLO's quantile
 // allows over it (1 - quantile).
-func (f SLOFeedback) Observe(served, missed uint64, dt time.Duration, settled bool, budget float64) SLOFeedback {
+func (f SLOFeedback) Observe(now time.Time, served, missed uint64, settled bool, budget float64) SLOFeedback {
 	if !f.started || served < f.served || missed < f.missed {
 		// First counts, or a counter that went back (a restart): a new base.
-		f.started, f.served, f.missed, f.sum, f.miss = true, served, missed, 0, 0
+		f.started, f.served, f.missed, f.sum, f.miss, f.at = true, served, missed, 0, 0, now
 		return f
 	}
+	dt := now.Sub(f.at)
+	f.at = now
 	dS, dM := float64(served-f.served), float64(missed-f.missed)
 	f.served, f.missed = served, missed
 	if !settled || dt <= 0 || !(budget > 0) {

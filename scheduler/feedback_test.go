@@ -31,11 +31,13 @@ func TestSLOFeedback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var f SLOFeedback
 			var served, missed uint64
-			f = f.Observe(0, 0, 0, true, budget)
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			f = f.Observe(now, 0, 0, true, budget)
 			for _, s := range tt.steps {
 				for range s.seconds {
+					now = now.Add(time.Second)
 					served, missed = served+s.served, missed+s.missed
-					f = f.Observe(served, missed, time.Second, s.settled, budget)
+					f = f.Observe(now, served, missed, s.settled, budget)
 				}
 			}
 			if got := f.Value(); got < tt.want*0.97 || got > tt.want*1.03 {
@@ -46,15 +48,18 @@ func TestSLOFeedback(t *testing.T) {
 }
 
 func TestSLOFeedbackRestartsOnACounterThatWentBack(t *testing.T) {
-	f := SLOFeedback{}.Observe(1000, 500, 0, true, 0.01)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := SLOFeedback{}.Observe(now, 1000, 500, true, 0.01)
 	// A provider restart: the counts start again from 0; what came
 	// before is not this window's.
-	f = f.Observe(100, 0, time.Second, true, 0.01)
+	now = now.Add(time.Second)
+	f = f.Observe(now, 100, 0, true, 0.01)
 	if f.Value() != 1 {
 		t.Fatalf("factor %.3f after a counter reset, want 1", f.Value())
 	}
 	for s := range 5 {
-		f = f.Observe(uint64(400+300*s), uint64(30+30*s), time.Second, true, 0.01)
+		now = now.Add(time.Second)
+		f = f.Observe(now, uint64(400+300*s), uint64(30+30*s), true, 0.01)
 	}
 	if f.Value() != feedbackStep {
 		t.Fatalf("factor %.3f after 10 %% misses, want %.2f", f.Value(), feedbackStep)
