@@ -62,6 +62,11 @@ const family6Seed = 20261207
 // what is tuned next. Fixed once, never changed.
 const family7Seed = 20261208
 
+// family8Seed is an eighth draw, "family8", made before its first run and
+// after family7 was looked at for the SLO feedback: the blind check of what
+// is tuned next (first bursts). Fixed once, never changed.
+const family8Seed = 20261209
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
