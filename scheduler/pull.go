@@ -92,6 +92,10 @@ type Grant struct{ Request, Slot int }
 // models loads it. In order, nothing overtakes a waiting request; out of
 // order, requests whose model a replica holds go first, then loads.
 //
+// The queue is in the order it is served in: the proxy and the simulator
+// put a function's late requests (LateAfter) after its on-time ones,
+// except in a queue with the locality rules, which keeps arrival order.
+//
 // Pull counts each grant in slots[i].InFlight, so the caller's slots are
 // left as they will be; grants is appended to and returned (no allocation
 // when it has room).
