@@ -67,6 +67,12 @@ type Options struct {
 	// NoConsolidate keeps faas-gpu from moving replicas to free a GPU
 	// (an ablation: the provider before consolidation).
 	NoConsolidate bool
+	// ArrivalOrder serves faas-gpu's queues first come, first served, late
+	// requests (scheduler.LateAfter) in their place: the order the
+	// scheduler's queueing models assume, which the calibration runs
+	// check them against (an ablation: the provider before late requests
+	// went last).
+	ArrivalOrder bool
 	// NoStandby keeps faas-gpu from keeping standby replicas (an
 	// ablation: the provider before them, and its Kubernetes backend).
 	NoStandby bool

@@ -78,7 +78,11 @@ func runPool(t testing.TB, cat *Catalog, c poolCase, rate float64, contention *C
 		t.Fatal(err)
 	}
 	gpus := (c.n*c.sm+99)/100 + 1
-	e, err := newEngine("faas-gpu", wl, cluster(t, gpus, gpus), cat, Options{Warmup: warmup, Contention: contention})
+	// In arrival order, the discipline the queueing models assume: with
+	// late requests last a pool holds more than they plan (at 1.25-1.3x
+	// a model, 0.26-0.75 % missed in three of the pinned cases, against
+	// 1.57-4.86 % in arrival order), slack the models do not count.
+	e, err := newEngine("faas-gpu", wl, cluster(t, gpus, gpus), cat, Options{Warmup: warmup, Contention: contention, ArrivalOrder: true})
 	if err != nil {
 		t.Fatal(err)
 	}

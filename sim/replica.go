@@ -105,6 +105,9 @@ func (f *fifo) len() int { return len(f.buf) - f.head }
 
 func (f *fifo) push(n int32) { f.buf = append(f.buf, n) }
 
+// peek is the oldest request; the queue must not be empty.
+func (f *fifo) peek() int32 { return f.buf[f.head] }
+
 func (f *fifo) pop() int32 {
 	n := f.buf[f.head]
 	f.head++
