@@ -18,7 +18,8 @@ import (
 // start now waits in its function's queue, oldest first, until one can:
 // when a request ends, or when the poll finds replicas that became ready
 // since (a replica that has just started takes from the queue that built
-// while it started).
+// while it started). A request that can no longer meet its function's
+// SLO waits behind those that still can (scheduler.LateAfter).
 type dispatcher struct {
 	resolver ReplicaResolver
 	load     *LoadBook
@@ -52,12 +53,21 @@ type fnQueue struct {
 	waiters []*waiter
 	seq     uint64
 	polling bool
-	slots   []scheduler.Slot
-	grants  []scheduler.Grant
+	// slo is the function's SLO as its last request saw it (0: none).
+	slo    time.Duration
+	slots  []scheduler.Slot
+	grants []scheduler.Grant
+	// order and ordered are the queue's on-time requests, then its late
+	// ones: indices into queue, and the requests.
+	order   []int
+	ordered []scheduler.Waiting
 }
 
 type waiter struct {
-	since   time.Time
+	since time.Time
+	// late: it has waited too long to meet the SLO (scheduler.LateAfter),
+	// and stays late.
+	late    bool
 	granted chan scheduler.Endpoint // buffered: a grant never blocks
 }
 
@@ -95,12 +105,13 @@ func (d *dispatcher) queueOf(ns, name string) *fnQueue {
 
 // acquire returns the replica the request runs on, with its in-flight count
 // already taken; eps are the function's ready replicas and model the
-// request's X-Model ("": none). It waits in the function's queue until a
-// replica can start the request or ctx ends; with the queue full it
-// returns an *errQueueFull at once.
-func (d *dispatcher) acquire(ctx context.Context, q *fnQueue, model string, eps []scheduler.Endpoint, start time.Time) (scheduler.Endpoint, error) {
+// request's X-Model ("": none) and slo its function's SLO (0: none). It
+// waits in the function's queue until a replica can start the request or
+// ctx ends; with the queue full it returns an *errQueueFull at once.
+func (d *dispatcher) acquire(ctx context.Context, q *fnQueue, model string, slo time.Duration, eps []scheduler.Endpoint, start time.Time) (scheduler.Endpoint, error) {
 	q.pending.Add(1)
 	q.mu.Lock()
+	q.slo = slo
 	q.seq++
 	q.queue = append(q.queue, scheduler.Waiting{Seq: q.seq, Model: model})
 	q.waiters = append(q.waiters, nil) // nil: this request, not yet waiting
@@ -158,13 +169,15 @@ func (d *dispatcher) dispatchLocked(q *fnQueue, eps []scheduler.Endpoint, me int
 	if d.locality && anyModel(q.queue) {
 		view.Holds = func(i int, m string) bool { return d.resolver.Holds(eps[i].ID, m) }
 	}
-	q.grants = scheduler.Pull(q.queue, q.slots, view, q.grants[:0])
+	now := time.Now()
+	if !d.pullLateLastLocked(q, view, now) {
+		q.grants = scheduler.Pull(q.queue, q.slots, view, q.grants[:0])
+	}
 	if len(q.grants) == 0 {
 		return scheduler.Endpoint{}, false
 	}
 	var mine scheduler.Endpoint
 	got := false
-	now := time.Now()
 	for _, g := range q.grants {
 		ep := eps[g.Slot]
 		ep.InFlight.Add(1)
@@ -194,6 +207,50 @@ func (d *dispatcher) dispatchLocked(q *fnQueue, eps []scheduler.Endpoint, me int
 	q.queue, q.waiters = q.queue[:n], q.waiters[:n]
 	d.reportLocked(q)
 	return mine, got
+}
+
+// pullLateLastLocked grants the queue's on-time requests first and its
+// late ones (scheduler.LateAfter) what they leave, as the simulator does;
+// false: none is late, or the queue keeps the locality rules (X-Model),
+// and it goes to Pull as it is. Served last there, late requests let
+// on-time ones that need a model load evict the models the late ones'
+// replicas hold (sim's pullMulti). The caller's own request, which has no
+// waiter yet, has just arrived: it is on time.
+func (d *dispatcher) pullLateLastLocked(q *fnQueue, view scheduler.PullView, now time.Time) bool {
+	if view.Holds != nil {
+		return false
+	}
+	after, ok := scheduler.LateAfter(q.slo, q.slots)
+	if !ok {
+		return false
+	}
+	anyLate := false
+	for _, w := range q.waiters {
+		if w != nil && !w.late && now.Sub(w.since) > after {
+			w.late = true
+		}
+		anyLate = anyLate || w != nil && w.late
+	}
+	if !anyLate {
+		return false
+	}
+	q.order = q.order[:0]
+	for late := range 2 {
+		for i, w := range q.waiters {
+			if (w != nil && w.late) == (late == 1) {
+				q.order = append(q.order, i)
+			}
+		}
+	}
+	q.ordered = q.ordered[:0]
+	for _, i := range q.order {
+		q.ordered = append(q.ordered, q.queue[i])
+	}
+	q.grants = scheduler.Pull(q.ordered, q.slots, view, q.grants[:0])
+	for i := range q.grants {
+		q.grants[i].Request = q.order[q.grants[i].Request]
+	}
+	return true
 }
 
 func anyModel(queue []scheduler.Waiting) bool {

@@ -38,8 +38,8 @@ func TestOutOfOrderDispatch(t *testing.T) {
 		d.poll = time.Hour // only releases hand out replicas here
 		ctx := context.Background()
 		eps := f.eps
-		a, _ := d.acquire(ctx, q, "z", eps, time.Now())
-		b, _ := d.acquire(ctx, q, "z", eps, time.Now())
+		a, _ := d.acquire(ctx, q, "z", 0, eps, time.Now())
+		b, _ := d.acquire(ctx, q, "z", 0, eps, time.Now())
 		if a.ID == b.ID {
 			t.Fatal("two requests on one replica while another was free")
 		}
@@ -47,7 +47,7 @@ func TestOutOfOrderDispatch(t *testing.T) {
 		for _, m := range []string{"x", "y"} {
 			eps := f.eps
 			go func() {
-				ep, err := d.acquire(ctx, q, m, eps, time.Now())
+				ep, err := d.acquire(ctx, q, m, 0, eps, time.Now())
 				if err != nil {
 					t.Error(err)
 				}
@@ -101,7 +101,7 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 		_, _, q := book.Load("ns", "fn")
 		return fmt.Sprintf("ns/fn=%d", q)
 	}
-	first, err := d.acquire(ctx, q, "x", eps, time.Now())
+	first, err := d.acquire(ctx, q, "x", 0, eps, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 	granted := make(chan scheduler.Endpoint, 2)
 	for i := 1; i <= 2; i++ {
 		go func() {
-			ep, err := d.acquire(ctx, q, "x", eps, time.Now())
+			ep, err := d.acquire(ctx, q, "x", 0, eps, time.Now())
 			if err != nil {
 				t.Error(err)
 			}
@@ -130,4 +130,63 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 	if got := last(); got != "ns/fn=0" {
 		t.Fatalf("queue drained, last report %q, want ns/fn=0", got)
 	}
+}
+
+// TestDispatcherServesOnTimeRequestsFirst: with the one replica busy, a
+// request that has waited past what its SLO allows (scheduler.LateAfter)
+// queues before one that can still meet it. The replica, when it frees,
+// takes the on-time one; the late one is still served, next.
+func TestDispatcherServesOnTimeRequestsFirst(t *testing.T) {
+	// Batch 1 at 10 req/s: 100 ms a request, so with a 1-s SLO a request
+	// that has waited 900 ms is late.
+	f := &fakeReplicas{eps: []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}}}
+	d := newDispatcher(f, NewLoadBook(), nil, false, 2, false, 0)
+	q := d.queueOf("ns", "fn")
+	d.poll = time.Hour // only releases hand out the replica here
+	ctx := context.Background()
+	slo := time.Second
+	first, err := d.acquire(ctx, q, "", slo, f.eps, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	granted := make(chan scheduler.Endpoint, 2)
+	for i, req := range []struct {
+		name  string
+		start time.Time
+	}{{"late", time.Now().Add(-2 * time.Second)}, {"on time", time.Now()}} {
+		go func() {
+			ep, err := d.acquire(ctx, q, "", slo, f.eps, req.start)
+			if err != nil {
+				t.Error(err)
+			}
+			order <- req.name
+			granted <- ep
+		}()
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) { // queue late strictly first
+			q.mu.Lock()
+			n := len(q.queue)
+			q.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s request did not queue", req.name)
+			}
+		}
+	}
+	d.release(q, first)
+	if got := <-order; got != "on time" {
+		t.Errorf("the freed replica took the %s request, want the on-time one", got)
+	}
+	d.release(q, <-granted)
+	select {
+	case got := <-order:
+		if got != "late" {
+			t.Errorf("second grant went to %s", got)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the late request was never served")
+	}
+	d.release(q, <-granted)
 }

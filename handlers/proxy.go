@@ -229,7 +229,7 @@ func MakeProxyHandler(resolver ReplicaResolver, inv *Invocations, opts ProxyOpti
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		q := pull.queueOf(ns, name)
-		ep, err := pull.acquire(ctx, q, r.Header.Get(HeaderModel), eps, start)
+		ep, err := pull.acquire(ctx, q, r.Header.Get(HeaderModel), slo, eps, start)
 		if err != nil {
 			w.Header().Set(internalHeader, "proxy")
 			if full, ok := asQueueFull(err); ok {
