@@ -29,7 +29,7 @@ func LateAfter(slo time.Duration, slots []Slot) (after time.Duration, ok bool) {
 		if !s.known() {
 			continue
 		}
-		if d := time.Duration(float64(s.Batch) / s.Throughput * float64(time.Second)); !ok || d < fastest {
+		if d := time.Duration(s.batchLatency() * float64(time.Second)); !ok || d < fastest {
 			fastest, ok = d, true
 		}
 	}

@@ -24,6 +24,10 @@ func (s Slot) known() bool { return s.Batch > 0 && s.Throughput > 0 }
 // canStart reports whether the replica starts one more request now.
 func (s Slot) canStart() bool { return !s.known() || s.InFlight < s.Batch }
 
+// batchLatency is a full batch's latency at the slot's slice, in seconds;
+// the slice must be known.
+func (s Slot) batchLatency() float64 { return float64(s.Batch) / s.Throughput }
+
 // completion is when, in seconds from now, one more request would be done
 // there. On a replica not running a batch it starts now, with what this
 // pass handed it: its count plus this one at its slice's rate, so that a
@@ -37,7 +41,7 @@ func (s Slot) canStart() bool { return !s.known() || s.InFlight < s.Batch }
 // 5 % and 10 % slices of a 25-ms batch, 5 % of its requests over).
 func (s Slot) completion(running bool) float64 {
 	if running {
-		return 1.5 * float64(s.Batch) / s.Throughput
+		return 1.5 * s.batchLatency()
 	}
 	return float64(s.InFlight+1) / s.Throughput
 }
