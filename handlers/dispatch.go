@@ -224,12 +224,21 @@ func (d *dispatcher) pullLateLastLocked(q *fnQueue, view scheduler.PullView, now
 	if !ok {
 		return false
 	}
+	// Oldest first, so the late requests lead the queue: the scan ends at
+	// the first one still on time (or the caller's own, last), and a
+	// queue with none late costs the proxy one look, not a pass.
 	anyLate := false
 	for _, w := range q.waiters {
-		if w != nil && !w.late && now.Sub(w.since) > after {
+		if w == nil {
+			break
+		}
+		if !w.late {
+			if now.Sub(w.since) <= after {
+				break
+			}
 			w.late = true
 		}
-		anyLate = anyLate || w != nil && w.late
+		anyLate = true
 	}
 	if !anyLate {
 		return false
