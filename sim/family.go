@@ -67,6 +67,12 @@ const family7Seed = 20261208
 // is tuned next (first bursts). Fixed once, never changed.
 const family8Seed = 20261209
 
+// family9Seed is a ninth draw, "family9", made before its first run and
+// after family8 was looked at for late requests going last and the first
+// bursts: the blind check of what is tuned next (consolidation's holds
+// after a scale-down). Fixed once, never changed.
+const family9Seed = 20261210
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
