@@ -54,7 +54,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	}
 	f.spec = sim.RegisterSpecFlags(fs)
 	fs.StringVar(&f.profilesCSV, "profiles-csv", "", "measured latency table (default: ../shared/data/"+sim.TableName+" beside the repository; else the built-in quota-100 profiles)")
-	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout or family (docs/evaluation.md), or SUITE/PREFIX for some of it; flags other than the workload's apply to each")
+	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout or family (docs/evaluation.md), or SUITE/PREFIX for some of it (with -out, each such workload's series and plots too); flags other than the workload's apply to each")
 	fs.StringVar(&f.out, "out", "", "folder for CSV files and SVG plots, named <name>-*")
 	fs.StringVar(&f.writeTrace, "write-trace", "", "also write the workload as a trace file")
 	fs.IntVar(&f.parallel, "parallel", 0, "policies simulated at once (0: one per CPU)")
@@ -230,6 +230,15 @@ func simulateSuite(f *simulateFlags, stdout, stderr io.Writer) error {
 			}
 		} else {
 			fmt.Fprintf(stderr, "%s: packing lower bound not computed: %v\n", spec.Name, err)
+		}
+		if f.out != "" && strings.Contains(f.suite, "/") {
+			// Part of a suite named (SUITE/PREFIX): each workload's series,
+			// CDF and plots too, so that a run the table flags can be
+			// looked into without rebuilding it from flags. Not for a whole
+			// suite: make bench-sim publishes only its table.
+			if err := writeSimOutputs(f.out, spec.Name, results); err != nil {
+				return err
+			}
 		}
 		from, to, bursty := spec.FirstBurst()
 		for _, r := range results {

@@ -80,6 +80,19 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 	if !strings.Contains(out.String(), "x queueing bound median") {
 		t.Errorf("the summary lacks the queueing bound:\n%s", out.String())
 	}
+	// Part of a suite named: the workload's own series, so that a flagged
+	// run can be looked into second by second.
+	series, err := os.ReadFile(filepath.Join(dir, "h15-light-load-series.csv"))
+	if err != nil {
+		t.Fatalf("one workload named with -out: %v", err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(series)), "\n")
+	if len(rows) < 60 || !strings.HasPrefix(rows[0], "policy,time_s,") || !strings.HasPrefix(rows[1], "faas-gpu,") {
+		t.Errorf("h15-light-load-series.csv: %d lines, starting %q, want a header and faas-gpu's seconds", len(rows), rows[:min(2, len(rows))])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "h15-light-load-gpus.svg")); err != nil {
+		t.Errorf("the workload's plots: %v", err)
+	}
 }
 
 // A burst workload's row says what it missed outside its first burst: a
