@@ -184,6 +184,13 @@ type suiteRow struct {
 	// outside the first burst (sim.Spec.FirstBurst); NaN: no bursts, -1:
 	// no SLO.
 	outsideFirstBurst float64
+	// smBooked is the SM x time share booked for replicas in service over
+	// the GPUs in use (sim.Result.SMAllocated), %; queueSM the queueing-
+	// aware bound's SM alone (sim.LowerBound's QueueSMGPUSeconds), GPU-s,
+	// 0 or NaN: not computed. They split a run's cost over the queueing
+	// bound in two: what it books beyond the plan for each window's true
+	// rate (xQueueSM), and the GPUs it holds beyond what it books.
+	smBooked, queueSM float64
 }
 
 // simulateSuite runs every workload of -suite and prints one line per
@@ -222,9 +229,9 @@ func simulateSuite(f *simulateFlags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("simulate %s: %w", spec.Name, err)
 		}
-		bound, queueBound := 0.0, 0.0
+		bound, queueBound, queueSM := 0.0, 0.0, 0.0
 		if lb, err := sim.ComputeLowerBound(wl, cat, product, inv.Devices()[0].MemoryBytes, opts.MaxBatch, 0); err == nil {
-			bound, queueBound = lb.WholeGPUSeconds, lb.QueueWholeGPUSeconds
+			bound, queueBound, queueSM = lb.WholeGPUSeconds, lb.QueueWholeGPUSeconds, lb.QueueSMGPUSeconds
 			if lb.QueueErr != nil {
 				fmt.Fprintf(stderr, "%s: queueing-aware bound not computed: %v\n", spec.Name, lb.QueueErr)
 			}
@@ -247,7 +254,7 @@ func simulateSuite(f *simulateFlags, stdout, stderr io.Writer) error {
 				outside = r.SLOViolationsOutside(from, to)
 			}
 			rows = append(rows, suiteRow{workload: spec.Name, policy: r.Policy, violations: r.SLOViolations, gpuSeconds: r.GPUSeconds,
-				bound: bound, queueBound: queueBound, p99: r.P99, outsideFirstBurst: outside})
+				bound: bound, queueBound: queueBound, p99: r.P99, outsideFirstBurst: outside, smBooked: r.SMAllocated, queueSM: queueSM})
 		}
 	}
 	writeSuiteTable(stdout, rows)
@@ -285,20 +292,43 @@ func (r suiteRow) queueTimes() float64 {
 	return r.gpuSeconds / r.queueBound
 }
 
+// xQueueSM is the SM a run booked for replicas in service, GPU-s, over the
+// queueing-aware bound's SM (NaN: not computed): above 1, the pools
+// booked more than the plan for each window's true rate (reaction,
+// capacity held for a burst, pools built of small slices).
+func (r suiteRow) xQueueSM() float64 {
+	if !(r.queueSM > 0) {
+		return math.NaN()
+	}
+	return r.gpuSeconds * r.smBooked / 100 / r.queueSM
+}
+
+// xPacking is the GPUs a run held per SM it booked, over the queueing-
+// aware bound's GPUs per SM (NaN: not computed): above 1, GPUs were held
+// beyond what the booked SM needed (memory of small or warm replicas,
+// room a consolidation did not take back). x queueing bound = xQueueSM x
+// xPacking.
+func (r suiteRow) xPacking() float64 {
+	if !(r.queueSM > 0) || !(r.queueBound > 0) || !(r.smBooked > 0) {
+		return math.NaN()
+	}
+	return r.queueSM / r.queueBound / (r.smBooked / 100)
+}
+
 // writeSuiteTable prints the suite's table. Scripts read its rows by
 // position (SLO violations in field 4, x whole-GPU bound in field 7 of a
 // '|'-split row): new columns go at the end.
 func writeSuiteTable(w io.Writer, rows []suiteRow) {
-	fmt.Fprintf(w, "| workload | policy | SLO viol %% | p99 ms | GPU-s | x whole-GPU bound | x queueing bound | viol %% outside the first burst |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| workload | policy | SLO viol %% | p99 ms | GPU-s | x whole-GPU bound | x queueing bound | viol %% outside the first burst | x queueing SM | x packing |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		outside := "-" // no bursts, or no SLO
 		if r.outsideFirstBurst >= 0 {
 			outside = fmt.Sprintf("%.2f", r.outsideFirstBurst)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2f | %.1f | %.0f | %.2f | %.2f | %s |\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.times(), r.queueTimes(), outside)
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.1f | %.0f | %.2f | %.2f | %s | %.2f | %.2f |\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.times(), r.queueTimes(), outside, r.xQueueSM(), r.xPacking())
 	}
 	for _, pol := range uniquePolicies(rows) {
-		var times, queue []float64
+		var times, queue, queueSM, packing []float64
 		worst, over, bursty, overOutside := 0.0, 0, 0, 0
 		for _, r := range rows {
 			if r.policy != pol {
@@ -306,6 +336,8 @@ func writeSuiteTable(w io.Writer, rows []suiteRow) {
 			}
 			times = append(times, r.times())
 			queue = append(queue, r.queueTimes())
+			queueSM = append(queueSM, r.xQueueSM())
+			packing = append(packing, r.xPacking())
 			worst = max(worst, r.violations)
 			if r.violations > 1 {
 				over++
@@ -323,6 +355,7 @@ func writeSuiteTable(w io.Writer, rows []suiteRow) {
 		if bursty > 0 {
 			fmt.Fprintf(w, "; %d of %d burst workloads above 1 %% outside their first burst", overOutside, bursty)
 		}
+		fmt.Fprintf(w, "; x queueing SM median %.2f, x packing median %.2f", median(queueSM), median(packing))
 		fmt.Fprintln(w)
 	}
 }
@@ -341,13 +374,13 @@ func above(xs []float64, limit float64) int {
 // writeSuiteCSV writes the table's rows; columns are only ever appended,
 // for scripts that read them by position.
 func writeSuiteCSV(w io.Writer, rows []suiteRow) {
-	fmt.Fprintln(w, "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,queue_bound_seconds,x_queue_bound,slo_violations_outside_first_burst_pct")
+	fmt.Fprintln(w, "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,queue_bound_seconds,x_queue_bound,slo_violations_outside_first_burst_pct,sm_booked_pct,queue_sm_seconds,x_queue_sm,x_packing")
 	for _, r := range rows {
 		outside := "" // no bursts, or no SLO
 		if r.outsideFirstBurst >= 0 {
 			outside = fmt.Sprintf("%.3f", r.outsideFirstBurst)
 		}
-		fmt.Fprintf(w, "%s,%s,%.3f,%.2f,%.1f,%.1f,%.3f,%.1f,%.3f,%s\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.bound, r.times(), r.queueBound, r.queueTimes(), outside)
+		fmt.Fprintf(w, "%s,%s,%.3f,%.2f,%.1f,%.1f,%.3f,%.1f,%.3f,%s,%.2f,%.1f,%.3f,%.3f\n", r.workload, r.policy, r.violations, r.p99, r.gpuSeconds, r.bound, r.times(), r.queueBound, r.queueTimes(), outside, r.smBooked, r.queueSM, r.xQueueSM(), r.xPacking())
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,19 +54,42 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 	// Scripts read the table and the CSV by position: later columns come
 	// after the ones before them.
 	const oldHeader = "workload,policy,slo_violations_pct,p99_ms,gpu_seconds,whole_gpu_bound_seconds,x_bound,queue_bound_seconds,x_queue_bound,"
-	if !strings.HasPrefix(lines[0], oldHeader) || !strings.HasSuffix(lines[0], ",slo_violations_outside_first_burst_pct") {
-		t.Errorf("CSV header = %q, want %q and then the first burst's column", lines[0], oldHeader)
+	const header = oldHeader + "slo_violations_outside_first_burst_pct,sm_booked_pct,queue_sm_seconds,x_queue_sm,x_packing"
+	if lines[0] != header {
+		t.Errorf("CSV header = %q, want %q", lines[0], header)
 	}
-	if !strings.HasSuffix(lines[1], ",") {
-		t.Errorf("CSV row %q: h15 has no bursts, want an empty last field", lines[1])
+	row := strings.Split(lines[1], ",")
+	if len(row) != 14 || row[9] != "" {
+		t.Errorf("CSV row %q: want 14 fields, the 10th empty (h15 has no bursts)", lines[1])
+	} else {
+		// The split of the cost over the queueing bound: the SM booked
+		// over the bound's, times the GPUs held per SM booked over the
+		// bound's, from the same row's figures.
+		num := func(i int) float64 {
+			v, err := strconv.ParseFloat(row[i], 64)
+			if err != nil {
+				t.Errorf("CSV row %q, field %d: %v", lines[1], i+1, err)
+			}
+			return v
+		}
+		gpuSeconds, xQueue, booked, queueSM, xSM, xPacking := num(4), num(8), num(10), num(11), num(12), num(13)
+		if booked <= 0 || booked > 100 || queueSM <= 0 {
+			t.Errorf("CSV row %q: SM booked %.2f %% and queueing SM %.1f GPU-s, want a share in (0, 100] and a positive figure", lines[1], booked, queueSM)
+		}
+		if want := gpuSeconds * booked / 100 / queueSM; math.Abs(xSM-want) > 0.002 {
+			t.Errorf("CSV row %q: x queueing SM %.3f, want GPU-s x SM booked / queueing SM = %.3f", lines[1], xSM, want)
+		}
+		if math.Abs(xSM*xPacking-xQueue) > 0.005 {
+			t.Errorf("CSV row %q: x queueing SM %.3f x x packing %.3f = %.3f, want x queueing bound %.3f", lines[1], xSM, xPacking, xSM*xPacking, xQueue)
+		}
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if !strings.HasPrefix(line, "| workload ") && !strings.HasPrefix(line, "| h15") {
 			continue
 		}
 		fields := strings.Split(line, "|")
-		if len(fields) != 10 {
-			t.Errorf("%q: %d fields, want 10", line, len(fields))
+		if len(fields) != 12 {
+			t.Errorf("%q: %d fields, want 12", line, len(fields))
 			continue
 		}
 		if strings.HasPrefix(line, "| h15") && strings.TrimSpace(fields[8]) != "-" {
@@ -77,8 +101,8 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 			t.Errorf("header %q: want SLO viol %% as awk's $4, x whole-GPU bound as $7, x queueing bound as $8", line)
 		}
 	}
-	if !strings.Contains(out.String(), "x queueing bound median") {
-		t.Errorf("the summary lacks the queueing bound:\n%s", out.String())
+	if !strings.Contains(out.String(), "x queueing bound median") || !strings.Contains(out.String(), "x packing median") {
+		t.Errorf("the summary lacks the queueing bound or the SM booked against it:\n%s", out.String())
 	}
 	// Part of a suite named: the workload's own series, so that a flagged
 	// run can be looked into second by second.
@@ -109,8 +133,8 @@ func TestSimulateSuiteOutsideTheFirstBurst(t *testing.T) {
 		}
 	}
 	fields := strings.Split(row, "|")
-	if len(fields) != 10 {
-		t.Fatalf("row %q: want 10 fields", row)
+	if len(fields) != 12 {
+		t.Fatalf("row %q: want 12 fields", row)
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(fields[8]), 64)
 	if err != nil || v < 0 || v > 100 {
