@@ -24,7 +24,7 @@ Usage:
   faas-gpu simulate -scenario NAME [flags]     a published run (docs/evaluation.md), flags override it
   faas-gpu simulate -trace FILE [flags]        replay a trace: CSV "time,function,model", time in seconds
   faas-gpu simulate -models LIST [flags]       a generated workload
-  faas-gpu simulate -suite heldout [flags]     every workload of a suite (heldout, family, family2, family3, family4, family5, family6, family7, family8, family9), one line per workload and policy
+  faas-gpu simulate -suite heldout [flags]     every workload of a suite (heldout, family, family2, family3, family4, family5, family6, family7, family8, family9, family10), one line per workload and policy
 
 Scenarios: %s
 Policies:  %s

@@ -73,6 +73,12 @@ const family8Seed = 20261209
 // after a scale-down). Fixed once, never changed.
 const family9Seed = 20261210
 
+// family10Seed is a tenth draw, "family10", made before its first run and
+// after family9 was looked at for how pools grow (docs/evaluation.md,
+// "Where the cost goes"): the blind check of what is tuned next. Fixed
+// once, never changed.
+const family10Seed = 20261211
+
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 

@@ -164,7 +164,7 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 
 // Suites lists the workload suites -suite runs.
 func Suites() []string {
-	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6", "family7", "family8", "family9"}
+	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6", "family7", "family8", "family9", "family10"}
 }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
@@ -207,6 +207,8 @@ func lookupSuite(sel string) ([]scenario, error) {
 		all, err = family(family8Seed, "r")
 	case "family9":
 		all, err = family(family9Seed, "s")
+	case "family10":
+		all, err = family(family10Seed, "t")
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}

@@ -138,7 +138,7 @@ func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
 	for _, draw := range []struct {
 		seed   uint64
 		prefix string
-	}{{familySeed, "f"}, {family2Seed, "g"}, {family3Seed, "k"}, {family4Seed, "m"}, {family5Seed, "n"}, {family6Seed, "p"}, {family7Seed, "q"}, {family8Seed, "r"}, {family9Seed, "s"}} {
+	}{{familySeed, "f"}, {family2Seed, "g"}, {family3Seed, "k"}, {family4Seed, "m"}, {family5Seed, "n"}, {family6Seed, "p"}, {family7Seed, "q"}, {family8Seed, "r"}, {family9Seed, "s"}, {family10Seed, "t"}} {
 		checkFamilyDraw(t, cat, draw.seed, draw.prefix)
 	}
 }
