@@ -185,11 +185,10 @@ type suiteRow struct {
 	// no SLO.
 	outsideFirstBurst float64
 	// smBooked is the SM x time share booked for replicas in service over
-	// the GPUs in use (sim.Result.SMAllocated), %; queueSM the queueing-
-	// aware bound's SM alone (sim.LowerBound's QueueSMGPUSeconds), GPU-s,
-	// 0 or NaN: not computed. They split a run's cost over the queueing
-	// bound in two: what it books beyond the plan for each window's true
-	// rate (xQueueSM), and the GPUs it holds beyond what it books.
+	// the GPUs in use (sim.Result.SMAllocated), %. queueSM is the
+	// queueing-aware bound's SM alone (sim.LowerBound's
+	// QueueSMGPUSeconds), GPU-s; 0 or NaN: not computed. They split a
+	// run's cost over the queueing bound into xQueueSM x xPacking.
 	smBooked, queueSM float64
 }
 

@@ -102,7 +102,7 @@ func TestSimulateSuiteOneWorkload(t *testing.T) {
 		}
 	}
 	if !strings.Contains(out.String(), "x queueing bound median") || !strings.Contains(out.String(), "x packing median") {
-		t.Errorf("the summary lacks the queueing bound or the SM booked against it:\n%s", out.String())
+		t.Errorf("the summary lacks the queueing bound or its split into booking and packing:\n%s", out.String())
 	}
 	// Part of a suite named: the workload's own series, so that a flagged
 	// run can be looked into second by second.
