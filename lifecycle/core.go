@@ -177,6 +177,8 @@ type function struct {
 	// had a replica not ready, one being replaced, or a backlog.
 	feedback    scheduler.SLOFeedback
 	unsettledAt time.Time
+	// sloMenu values its slices at the SLO the feedback plans at.
+	sloMenu sloMenu
 }
 
 type replica struct {

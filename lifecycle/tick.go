@@ -212,7 +212,24 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			// What the measured misses say the model leaves out.
 			f := fn.feedback.Value()
 			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
+			// And the service time: misses that do not grow with the
+			// rate are the batches' own (scheduler.SLOFeedback.PlanSLO).
+			if slo := fn.feedback.PlanSLO(in.SLO); slo != in.SLO {
+				if menu, ok := fn.sloMenu.menuAt(in.Configs, slo, c.opts.Autoscale.SLOQuantile); ok {
+					in.SLO, in.Configs = slo, menu
+				}
+			}
 		}
+	}
+	// Each replica valued as the menu is: at the SLO planned.
+	value := func(cfg scheduler.SliceConfig) scheduler.SliceConfig {
+		cfg = fn.mixValue(cfg)
+		if in.SLO > 0 && cfg.Lone.SLO != in.SLO && (in.SLO != fn.plan.Request.SLO || cfg.Lone.SLO != 0) {
+			// Planned at another SLO, or made while the feedback planned
+			// at another: its lone rate is cached at that one.
+			cfg, _ = fn.sloMenu.at(cfg, in.SLO, c.opts.Autoscale.SLOQuantile)
+		}
+		return cfg
 	}
 	// A replica being replaced counts once, as its replacement: the
 	// pair's capacity is what serves once the old one goes.
@@ -222,7 +239,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			// A replacement still waiting for room was sized on the rate
 			// of its decision, often a first second's: while it waits, the
 			// autoscaler may size it afresh instead of adding beside it.
-			rc := scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config), Unsized: r.unsized && !r.replacing() || r.waitsForRoom()}
+			rc := scheduler.ReplicaCapacity{ID: r.id, Config: value(r.config), Unsized: r.unsized && !r.replacing() || r.waitsForRoom()}
 			if r.placement == nil || r.phase == Starting {
 				rc.Starting = true
 				if r.placement != nil {
@@ -239,7 +256,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 		// standby, the most efficient slice, often most of a GPU, opened
 		// for a rise a small slice on a GPU in use would serve (h05).
 		if r.phase == Warm && (r.demoting || c.alloc.Promotable(r.id)) {
-			in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: fn.mixValue(r.config)})
+			in.Warm = append(in.Warm, scheduler.ReplicaCapacity{ID: r.id, Config: value(r.config)})
 		}
 	}
 	return in

@@ -30,6 +30,19 @@ func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []
 	return out
 }
 
+// AtSLO is c with its lone-replica capacity cached at slo and quantile
+// (SliceConfig.Lone), as ConfigsFromProfile caches it at the plan's SLO,
+// and whether c carries load within slo at all (QueueCapacity > 0).
+func (c SliceConfig) AtSLO(slo time.Duration, quantile float64) (SliceConfig, bool) {
+	if quantile <= 0 {
+		quantile = DefaultSLOQuantile
+	}
+	if c.Lone.SLO != slo || c.Lone.Quantile != quantile {
+		c.Lone = LoneRate{SLO: slo, Quantile: quantile, Rate: loneCapacity(c, slo, quantile)}
+	}
+	return c, QueueCapacity(c, slo, quantile) > 0
+}
+
 // ConfigsWithin lists every measured (SM %, batch) slice of p at full
 // quota whose batch latency is at most bound (all of them when bound is
 // 0), with the throughput one replica sustains there, smallest SM % first.

@@ -62,6 +62,32 @@ func (f SLOFeedback) Value() float64 {
 	return f.Factor
 }
 
+// PlanSLO is the SLO to plan slo's replicas at: slo over the square root
+// of the factor, in steps of feedbackSLOStep. Planned at Value() times
+// the rate and at this SLO, a replica is valued as if its batches ran
+// √Factor slower and its rate were √Factor higher (a queue's capacity
+// with every time k times longer is its capacity at SLO/k, over k): the
+// correction is shared between the rate and the service time, for misses
+// may come from either. The rate alone cannot correct a replica whose
+// misses do not grow with its rate: googlenet runs a batch in 23 ms at
+// any slice and batch, so one that waits out a running batch and then
+// runs its own takes 46 ms against a 48-ms SLO. Slowed a few percent by
+// busy neighbours it misses, and the model, which rated the lone replica
+// far above twice its rate, never added one (family6's p12: 6.5 % of its
+// requests at a factor of 2; docs/scheduling.md §4).
+func (f SLOFeedback) PlanSLO(slo time.Duration) time.Duration {
+	k := math.Round(math.Sqrt(f.Value())/feedbackSLOStep) * feedbackSLOStep
+	if k <= 1 {
+		return slo
+	}
+	return time.Duration(float64(slo) / k)
+}
+
+// feedbackSLOStep is how finely PlanSLO follows the factor: the menu's
+// lone-replica rates are solved afresh at each planned SLO, and the
+// factor relaxes a little at every tick.
+const feedbackSLOStep = 0.02
+
 // Observe is f after the counts served and missed (running counts of the
 // function's requests with an SLO that completed, and of those that took
 // longer than it or failed) at now. settled says the

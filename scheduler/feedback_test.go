@@ -65,3 +65,47 @@ func TestSLOFeedbackRestartsOnACounterThatWentBack(t *testing.T) {
 		t.Fatalf("factor %.3f after 10 %% misses, want %.2f", f.Value(), feedbackStep)
 	}
 }
+
+// The planned SLO shares the correction with the rate: the SLO over the
+// factor's square root, in steps, so that a factor relaxing a little at
+// every tick does not value the menu afresh at every tick.
+func TestSLOFeedbackPlanSLO(t *testing.T) {
+	slo := 48 * time.Millisecond
+	tests := []struct {
+		name   string
+		factor float64
+		want   time.Duration
+	}{
+		{"zero value: the SLO", 0, slo},
+		{"factor 1: the SLO", 1, slo},
+		{"within half a step of 1: the SLO", 1.015, slo},
+		{"one raise (1.15): over 1.08", feedbackStep, time.Duration(float64(slo) / 1.08)},
+		{"the cap (2): over 1.42", feedbackMaxFactor, time.Duration(float64(slo) / 1.42)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (SLOFeedback{Factor: tt.factor}).PlanSLO(slo); (got - tt.want).Abs() > time.Microsecond {
+				t.Errorf("PlanSLO = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A slice valued at another SLO caches its lone rate there, and says
+// whether it carries load within it at all.
+func TestSliceConfigAtSLO(t *testing.T) {
+	c := SliceConfig{SMPercent: 10, Batch: 4, Throughput: 170, SlowestMs: 23.5}
+	for i := range 4 {
+		c.Steps[i] = BatchStep{Batch: int32(i + 1), Ms: 23}
+	}
+	at, serves := c.AtSLO(48*time.Millisecond, 0)
+	if !serves || at.Lone.SLO != 48*time.Millisecond || at.Lone.Quantile != DefaultSLOQuantile {
+		t.Fatalf("at 48 ms: serves %v, cached %+v", serves, at.Lone)
+	}
+	if again, _ := at.AtSLO(48*time.Millisecond, 0); again != at {
+		t.Errorf("valued twice at one SLO: %+v, then %+v", at, again)
+	}
+	if _, serves := c.AtSLO(20*time.Millisecond, 0); serves {
+		t.Error("a 23-ms batch carries load within a 20-ms SLO")
+	}
+}
