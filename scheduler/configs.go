@@ -22,8 +22,7 @@ func ConfigsFromProfile(p *profiles.Profile, slo time.Duration, maxBatch int) []
 	}
 	out := all[:0]
 	for _, c := range all {
-		c.Lone = LoneRate{SLO: slo, Quantile: DefaultSLOQuantile, Rate: loneCapacity(c, slo, DefaultSLOQuantile)}
-		if QueueCapacity(c, slo, DefaultSLOQuantile) > 0 {
+		if c, serves := c.AtSLO(slo, DefaultSLOQuantile); serves {
 			out = append(out, c)
 		}
 	}
