@@ -19,9 +19,14 @@ type valuedSlice struct {
 	serves bool // it carries load within the SLO at all
 }
 
+// sloMenuMax bounds the slices an sloMenu keeps: a multi-model
+// function's slices are valued afresh on its mix as the mix moves, and
+// each would otherwise stay for as long as the planned SLO does.
+const sloMenuMax = 256
+
 // at is c valued at slo and quantile, and whether it carries load there.
 func (m *sloMenu) at(c scheduler.SliceConfig, slo time.Duration, quantile float64) (scheduler.SliceConfig, bool) {
-	if m.slo != slo || m.valued == nil {
+	if m.slo != slo || m.valued == nil || len(m.valued) >= sloMenuMax {
 		m.slo, m.valued = slo, map[scheduler.SliceConfig]valuedSlice{}
 	}
 	key := c

@@ -82,3 +82,17 @@ func capacityOf(c *Core, key string) int {
 	}
 	return sum
 }
+
+// An sloMenu keeps at most sloMenuMax slices: a multi-model function's
+// slices, valued afresh on its moving mix, do not pile up while the
+// planned SLO stays the same.
+func TestSLOMenuIsBounded(t *testing.T) {
+	var m sloMenu
+	for i := range 3 * sloMenuMax {
+		c := scheduler.SliceConfig{SMPercent: 10, Batch: 1, Throughput: 100 + float64(i)}
+		m.at(c, 40*time.Millisecond, 0)
+		if len(m.valued) > sloMenuMax {
+			t.Fatalf("after %d slices the menu holds %d, want at most %d", i+1, len(m.valued), sloMenuMax)
+		}
+	}
+}

@@ -226,7 +226,9 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 		cfg = fn.mixValue(cfg)
 		if in.SLO > 0 && cfg.Lone.SLO != in.SLO && (in.SLO != fn.plan.Request.SLO || cfg.Lone.SLO != 0) {
 			// Planned at another SLO, or made while the feedback planned
-			// at another: its lone rate is cached at that one.
+			// at another: its lone rate is cached at that one. At the
+			// plan's own SLO a slice with none cached (a multi-model
+			// one, valued on the mix) is left as it was.
 			cfg, _ = fn.sloMenu.at(cfg, in.SLO, c.opts.Autoscale.SLOQuantile)
 		}
 		return cfg
