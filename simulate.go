@@ -24,9 +24,10 @@ Usage:
   faas-gpu simulate -scenario NAME [flags]     a published run (docs/evaluation.md), flags override it
   faas-gpu simulate -trace FILE [flags]        replay a trace: CSV "time,function,model", time in seconds
   faas-gpu simulate -models LIST [flags]       a generated workload
-  faas-gpu simulate -suite heldout [flags]     every workload of a suite (heldout, family, family2, family3, family4, family5, family6, family7, family8, family9, family10), one line per workload and policy
+  faas-gpu simulate -suite heldout [flags]     every workload of a suite, one line per workload and policy
 
 Scenarios: %s
+Suites:    %s
 Policies:  %s
 
 Flags:
@@ -49,7 +50,7 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	fs := f.fs
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), simulateUsage, strings.Join(sim.ScenarioNames(), ", "), strings.Join(sim.PolicyNames(), ", "))
+		fmt.Fprintf(fs.Output(), simulateUsage, strings.Join(sim.ScenarioNames(), ", "), strings.Join(sim.Suites(), ", "), strings.Join(sim.PolicyNames(), ", "))
 		fs.PrintDefaults()
 	}
 	f.spec = sim.RegisterSpecFlags(fs)

@@ -27,57 +27,28 @@ import (
 // the multi-model functions of the held-out suite (h16, h19) are left
 // out, since their SLO is not a factor of one model's latency.
 
-// familySeed is the draw: fixed once, never changed.
-const familySeed = 20261202
-
-// family2Seed is a second draw of the same family, "family2", made once
-// the first had been looked at to find what a change should fix: a change
-// made for what the first showed is judged on this one, which nobody had
-// run when it was committed. Fixed once, never changed.
-const family2Seed = 20261203
-
-// family3Seed is a third draw, "family3", made once family2 had been
-// looked at in turn (its bursts, for the burst period learnt from a
-// function's rate): the blind check of what that looking led to. Fixed
-// once, never changed.
-const family3Seed = 20261204
-
-// family4Seed is a fourth draw, "family4", made before any work on the
-// on/off traces that family3's k20 showed missing: the blind check of
-// that work. Fixed once, never changed.
-const family4Seed = 20261205
-
-// family5Seed is a fifth draw, "family5", made before its first run and
-// after family4 was looked at while the idle-gap rule was tried on m20:
-// the blind check of that rule. Fixed once, never changed.
-const family5Seed = 20261206
-
-// family6Seed is a sixth draw, "family6", made before its first run and
-// after family5 was looked at for the idle-gap rule's costs: the blind
-// check of what followed from them. Fixed once, never changed.
-const family6Seed = 20261207
-
-// family7Seed is a seventh draw, "family7", made before its first run and
-// after family6 was looked at for the resize cool-down: the blind check of
-// what is tuned next. Fixed once, never changed.
-const family7Seed = 20261208
-
-// family8Seed is an eighth draw, "family8", made before its first run and
-// after family7 was looked at for the SLO feedback: the blind check of what
-// is tuned next (first bursts). Fixed once, never changed.
-const family8Seed = 20261209
-
-// family9Seed is a ninth draw, "family9", made before its first run and
-// after family8 was looked at for late requests going last and the first
-// bursts: the blind check of what is tuned next (consolidation's holds
-// after a scale-down). Fixed once, never changed.
-const family9Seed = 20261210
-
-// family10Seed is a tenth draw, "family10", made before its first run and
-// after family9 was looked at for how pools grow (docs/evaluation.md,
-// "Where the cost goes"): the blind check of what is tuned next. Fixed
-// once, never changed.
-const family10Seed = 20261211
+// familyDraws are the draws of the family, in the order they were made.
+// Each is fixed once and never changed; a new draw is a new row, committed
+// before its first run, so that what was tuned on the draws before it is
+// judged on one nobody had seen. The comment on each says what had been
+// looked at when it was made.
+var familyDraws = []struct {
+	suite  string
+	seed   uint64
+	prefix string
+}{
+	{"family", 20261202, "f"},   // the first draw
+	{"family2", 20261203, "g"},  // once the first had been looked at to find what a change should fix
+	{"family3", 20261204, "k"},  // once family2 had been looked at (its bursts, for the burst period learnt from a function's rate)
+	{"family4", 20261205, "m"},  // before any work on the on/off traces that family3's k20 showed missing
+	{"family5", 20261206, "n"},  // after family4 was looked at while the idle-gap rule was tried on m20
+	{"family6", 20261207, "p"},  // after family5 was looked at for the idle-gap rule's costs
+	{"family7", 20261208, "q"},  // after family6 was looked at for the resize cool-down
+	{"family8", 20261209, "r"},  // after family7 was looked at for the SLO feedback
+	{"family9", 20261210, "s"},  // after family8 was looked at for late requests going last and the first bursts
+	{"family10", 20261211, "t"}, // after family9 was looked at for how pools grow (docs/evaluation.md, "Where the cost goes")
+	{"family11", 20261212, "u"}, // after family10 was looked at for the SLO feedback on the service time (t01's start-up alarm)
+}
 
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20

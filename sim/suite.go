@@ -164,7 +164,11 @@ func onOff(d time.Duration, rate float64, shortest, longest time.Duration, seed 
 
 // Suites lists the workload suites -suite runs.
 func Suites() []string {
-	return []string{"heldout", "family", "family2", "family3", "family4", "family5", "family6", "family7", "family8", "family9", "family10"}
+	out := []string{"heldout"}
+	for _, d := range familyDraws {
+		out = append(out, d.suite)
+	}
+	return out
 }
 
 // SuiteWorkloads lists a suite's workloads: name and what it varies.
@@ -186,31 +190,20 @@ func lookupSuite(sel string) ([]scenario, error) {
 	name, prefix, _ := strings.Cut(sel, "/")
 	var all []scenario
 	var err error
-	switch name {
-	case "heldout":
+	if name == "heldout" {
 		all = heldOut()
-	case "family":
-		all, err = family(familySeed, "f")
-	case "family2":
-		all, err = family(family2Seed, "g")
-	case "family3":
-		all, err = family(family3Seed, "k")
-	case "family4":
-		all, err = family(family4Seed, "m")
-	case "family5":
-		all, err = family(family5Seed, "n")
-	case "family6":
-		all, err = family(family6Seed, "p")
-	case "family7":
-		all, err = family(family7Seed, "q")
-	case "family8":
-		all, err = family(family8Seed, "r")
-	case "family9":
-		all, err = family(family9Seed, "s")
-	case "family10":
-		all, err = family(family10Seed, "t")
-	default:
-		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
+	} else {
+		found := false
+		for _, d := range familyDraws {
+			if d.suite == name {
+				all, err = family(d.seed, d.prefix)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -135,10 +135,12 @@ func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, draw := range []struct {
-		seed   uint64
-		prefix string
-	}{{familySeed, "f"}, {family2Seed, "g"}, {family3Seed, "k"}, {family4Seed, "m"}, {family5Seed, "n"}, {family6Seed, "p"}, {family7Seed, "q"}, {family8Seed, "r"}, {family9Seed, "s"}, {family10Seed, "t"}} {
+	seeds, prefixes := map[uint64]bool{}, map[string]bool{"h": true}
+	for _, draw := range familyDraws {
+		if seeds[draw.seed] || prefixes[draw.prefix] {
+			t.Errorf("%s: seed %d or prefix %q used by another draw", draw.suite, draw.seed, draw.prefix)
+		}
+		seeds[draw.seed], prefixes[draw.prefix] = true, true
 		checkFamilyDraw(t, cat, draw.seed, draw.prefix)
 	}
 }
