@@ -49,6 +49,7 @@ var familyDraws = []struct {
 	{"family10", 20261211, "t"}, // after family9 was looked at for how pools grow (docs/evaluation.md, "Where the cost goes")
 	{"family11", 20261212, "u"}, // after family10 was looked at for the SLO feedback on the service time (t01's start-up alarm)
 	{"family12", 20261213, "v"}, // after family11 was looked at (its first run; warm holds and consolidation, none kept): the blind check of what is tuned next
+	{"family13", 20261214, "w"}, // after family12 was the blind check of the mixed-pool model and the last replica's slice (neither kept)
 }
 
 // familyCount is how many workloads the family suite draws.
