@@ -32,11 +32,7 @@ import (
 // before its first run, so that what was tuned on the draws before it is
 // judged on one nobody had seen. The comment on each says what had been
 // looked at when it was made.
-var familyDraws = []struct {
-	suite  string
-	seed   uint64
-	prefix string
-}{
+var familyDraws = []familyDraw{
 	{"family", 20261202, "f"},   // the first draw
 	{"family2", 20261203, "g"},  // once the first had been looked at to find what a change should fix
 	{"family3", 20261204, "k"},  // once family2 had been looked at (its bursts, for the burst period learnt from a function's rate)
@@ -50,6 +46,14 @@ var familyDraws = []struct {
 	{"family11", 20261212, "u"}, // after family10 was looked at for the SLO feedback on the service time (t01's start-up alarm)
 	{"family12", 20261213, "v"}, // after family11 was looked at (its first run; warm holds and consolidation, none kept): the blind check of what is tuned next
 	{"family13", 20261214, "w"}, // after family12 was the blind check of the mixed-pool model and the last replica's slice (neither kept)
+}
+
+// familyDraw is one draw: the suite's name, its seed and the prefix of
+// its workloads' names.
+type familyDraw struct {
+	suite  string
+	seed   uint64
+	prefix string
 }
 
 // familyCount is how many workloads the family suite draws.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -189,24 +190,17 @@ func SuiteWorkloads(suite string) ([][2]string, error) {
 func lookupSuite(sel string) ([]scenario, error) {
 	name, prefix, _ := strings.Cut(sel, "/")
 	var all []scenario
-	var err error
-	if name == "heldout" {
+	i := slices.IndexFunc(familyDraws, func(d familyDraw) bool { return d.suite == name })
+	switch {
+	case name == "heldout":
 		all = heldOut()
-	} else {
-		found := false
-		for _, d := range familyDraws {
-			if d.suite == name {
-				all, err = family(d.seed, d.prefix)
-				found = true
-				break
-			}
+	case i >= 0:
+		var err error
+		if all, err = family(familyDraws[i].seed, familyDraws[i].prefix); err != nil {
+			return nil, err
 		}
-		if !found {
-			return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
-		}
-	}
-	if err != nil {
-		return nil, err
+	default:
+		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
 	}
 	var out []scenario
 	for _, s := range all {
