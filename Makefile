@@ -59,6 +59,9 @@ bench:
 # column (with BENCH_OUT=DIR, so the published files stay), ARGS="-contention
 # FILE" a measured table. Later flags win, so ARGS overrides a run's own.
 BENCH_OUT ?= docs/evaluation
+# FAMILY_SUITES are sim/family.go's draws (familyDraws), in the order
+# they were made: a new draw is a row there and a name here.
+FAMILY_SUITES ?= family family2 family3 family4 family5 family6 family7 family8 family9 family10 family11 family12 family13
 bench-sim: build
 	./$(BIN) simulate -quiet -scenario consolidation -out $(BENCH_OUT) $(ARGS)
 	./$(BIN) simulate -quiet -scenario throughput -out $(BENCH_OUT) $(ARGS)
@@ -94,19 +97,9 @@ bench-sim: build
 	./$(BIN) simulate -quiet -scenario cost -no-standby -policies faas-gpu $(ARGS)
 	@# The family suites: workloads drawn at random over the held-out family,
 	@# not tuned on (family2 to family13 not even looked at before their first runs).
-	./$(BIN) simulate -quiet -suite family -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family2 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family3 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family4 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family5 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family6 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family7 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family8 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family9 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family10 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family11 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family12 -out $(BENCH_OUT) $(ARGS)
-	./$(BIN) simulate -quiet -suite family13 -out $(BENCH_OUT) $(ARGS)
+	for s in $(FAMILY_SUITES); do \
+		./$(BIN) simulate -quiet -suite $$s -out $(BENCH_OUT) $(ARGS) || exit 1; \
+	done
 	@# The same suite on arrivals drawn from other seeds: a change that helps
 	@# only seed 12's draws is tuned to them (docs/evaluation.md, "Other seeds").
 	for s in 13 14 15 16; do \
