@@ -66,6 +66,19 @@ func TestConsolidate(t *testing.T) {
 				v100("b", live("b1", 20, 4), warm("bw", 4)),
 			}},
 			want: Consolidation{Free: []string{"b"}, Moves: []Move{{"b1", "b", "a"}}, Yield: []string{"bw"}}},
+		{name: "a fixed warm replica on the target keeps its memory: no move",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 30, 6), fixed(warm("aw", 8))),
+				v100("b", live("b1", 20, 4), warm("bw", 4)),
+			}},
+			want: Consolidation{}},
+		{name: "a fixed warm replica on one target: the move goes to another",
+			in: ConsolidateInput{GPUs: []ConsolidateGPU{
+				v100("a", live("a1", 60, 6), fixed(warm("aw", 8))),
+				v100("b", live("b1", 20, 4)),
+				v100("c", live("c1", 30, 6), warm("cw", 8)),
+			}},
+			want: Consolidation{Free: []string{"b"}, Moves: []Move{{"b1", "b", "c"}}}},
 		{name: "a target that needs no eviction wins over a fuller one that does",
 			in: ConsolidateInput{GPUs: []ConsolidateGPU{
 				v100("a", live("a1", 70, 10), warm("aw", 5)),
