@@ -126,50 +126,80 @@ func TestConsolidationMovesMakeBeforeBreak(t *testing.T) {
 }
 
 // A warm replica whose memory blocks a move is evicted by it, and where
-// stops are confirmed the move waits for it to drain.
+// stops are confirmed the move waits for it to drain. One consolidation
+// holds (fixed: here, its function has none in service) keeps its memory:
+// the move does not happen (scheduler.Consolidate).
 func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
-	for _, confirm := range []bool{false, true} {
-		c := New(inventory(1, 2), nil, Options{ConfirmStops: confirm})
-		// w fills GPU-0-0's memory, then goes warm: b, which found no room
-		// for its memory there, is alone on GPU-0-1.
-		for _, f := range []struct {
-			name   string
-			sm     int
-			mem    int64
-			n, max int
-		}{{"a", 50, 2, 1, 1}, {"w", 10, 13, 1, 1}, {"b", 30, 2, 1, 1}} {
-			if _, err := c.Deploy(fn(f.name, f.sm, f.mem, f.n, f.max), t0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, _, err := c.Scale("openfaas-fn", "w", 0, t0); err != nil {
-			t.Fatal(err)
-		}
-		c.ReplicaReady("a-1", t0)
-		c.ReplicaReady("b-3", t0)
-		var stops []string
-		var carry func(res Result, now time.Time)
-		carry = func(res Result, now time.Time) {
-			for _, e := range res.Effects {
-				switch e.Kind {
-				case Stop:
-					stops = append(stops, e.Replica.ID+": "+e.Why)
-					if confirm {
-						carry(c.ReplicaGone(e.Replica.ID, now), now)
+	type deploy struct {
+		name   string
+		sm     int
+		mem    int64
+		n, max int
+	}
+	tests := []struct {
+		name string
+		// The deploys, in order: a and w (scaled to wFrom) fill GPU-0-0's
+		// memory, then b, which finds no room for its memory there, is
+		// alone on GPU-0-1.
+		deploys    []deploy
+		wFrom, wTo int // w scaled to wFrom at its deploy, to wTo at t0: one of its replicas goes warm
+		want       []string
+	}{
+		{"w serves on: its warm replica is evicted, then b moves",
+			[]deploy{{"a", 50, 3, 1, 1}, {"w", 10, 6, 1, 2}, {"b", 30, 2, 1, 1}}, 2, 1,
+			[]string{"w-3: warm replica evicted", "b-4"}},
+		{"w scaled to zero: its warm replica is held, b stays",
+			[]deploy{{"a", 50, 2, 1, 1}, {"w", 10, 13, 1, 1}, {"b", 30, 2, 1, 1}}, 1, 0,
+			nil},
+	}
+	for _, tc := range tests {
+		for _, confirm := range []bool{false, true} {
+			c := New(inventory(1, 2), nil, Options{ConfirmStops: confirm})
+			for _, f := range tc.deploys {
+				if _, err := c.Deploy(fn(f.name, f.sm, f.mem, f.n, f.max), t0); err != nil {
+					t.Fatal(err)
+				}
+				if f.name == "w" {
+					if _, _, err := c.Scale("openfaas-fn", "w", tc.wFrom, t0); err != nil {
+						t.Fatal(err)
 					}
-				case Start:
-					carry(c.ReplicaReady(e.Replica.ID, now), now)
 				}
 			}
-		}
-		for i := 0; i < 5; i++ {
-			// Past the deploys' cool-down, before w's lifetime on its
-			// crowded GPU (75 s at 1/16 free, scheduler.WarmLifetime).
-			now := t0.Add(61*time.Second + time.Duration(i)*time.Second)
-			carry(c.Tick(now), now)
-		}
-		if len(stops) != 2 || !strings.Contains(stops[0], "w-2: warm replica evicted") || !strings.HasPrefix(stops[1], "b-3") {
-			t.Errorf("confirm stops %v: stops %q, want w-2 evicted, then b-3", confirm, stops)
+			for _, id := range []string{"a-1", "w-2", "w-3", "b-3", "b-4"} {
+				c.ReplicaReady(id, t0)
+			}
+			if _, _, err := c.Scale("openfaas-fn", "w", tc.wTo, t0); err != nil {
+				t.Fatal(err)
+			}
+			var stops []string
+			var carry func(res Result, now time.Time)
+			carry = func(res Result, now time.Time) {
+				for _, e := range res.Effects {
+					switch e.Kind {
+					case Stop:
+						stops = append(stops, e.Replica.ID+": "+e.Why)
+						if confirm {
+							carry(c.ReplicaGone(e.Replica.ID, now), now)
+						}
+					case Start:
+						carry(c.ReplicaReady(e.Replica.ID, now), now)
+					}
+				}
+			}
+			for i := 0; i < 5; i++ {
+				// Past the deploys' cool-down, before the warm replica's
+				// lifetime on its crowded GPU (75 s at 1/16 free,
+				// scheduler.WarmLifetime).
+				now := t0.Add(61*time.Second + time.Duration(i)*time.Second)
+				carry(c.Tick(now), now)
+			}
+			ok := len(stops) == len(tc.want)
+			for i := 0; ok && i < len(stops); i++ {
+				ok = strings.HasPrefix(stops[i], tc.want[i])
+			}
+			if !ok {
+				t.Errorf("%s, confirm stops %v: stops %q, want %q", tc.name, confirm, stops, tc.want)
+			}
 		}
 	}
 }
