@@ -5,9 +5,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faas-gpu/faas-gpu/sim"
 )
 
 func TestSimulateSuiteRejectsBadInput(t *testing.T) {
@@ -29,6 +32,19 @@ func TestSimulateSuiteRejectsBadInput(t *testing.T) {
 				t.Errorf("got %v, want an error mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// -list-suites prints every suite, the held-out suite and each family
+// draw, one a line: make bench-sim takes the family draws from it.
+func TestSimulateListSuites(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := simulateCmd([]string{"-list-suites"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(out.String())
+	if want := sim.Suites(); !slices.Equal(got, want) || len(want) < 2 || want[0] != "heldout" || want[1] != "family" {
+		t.Errorf("-list-suites printed %q, want %q (heldout, then the family draws)", got, want)
 	}
 }
 
