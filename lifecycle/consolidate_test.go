@@ -155,17 +155,26 @@ func TestConsolidationEvictsWarmOnTarget(t *testing.T) {
 	for _, tc := range tests {
 		for _, confirm := range []bool{false, true} {
 			c := New(inventory(1, 2), nil, Options{ConfirmStops: confirm})
+			var started []string
 			for _, f := range tc.deploys {
-				if _, err := c.Deploy(fn(f.name, f.sm, f.mem, f.n, f.max), t0); err != nil {
+				res, err := c.Deploy(fn(f.name, f.sm, f.mem, f.n, f.max), t0)
+				if err != nil {
 					t.Fatal(err)
 				}
 				if f.name == "w" {
-					if _, _, err := c.Scale("openfaas-fn", "w", tc.wFrom, t0); err != nil {
+					scaled, _, err := c.Scale("openfaas-fn", "w", tc.wFrom, t0)
+					if err != nil {
 						t.Fatal(err)
+					}
+					res.Effects = append(res.Effects, scaled.Effects...)
+				}
+				for _, e := range res.Effects {
+					if e.Kind == Start {
+						started = append(started, e.Replica.ID)
 					}
 				}
 			}
-			for _, id := range []string{"a-1", "w-2", "w-3", "b-3", "b-4"} {
+			for _, id := range started {
 				c.ReplicaReady(id, t0)
 			}
 			if _, _, err := c.Scale("openfaas-fn", "w", tc.wTo, t0); err != nil {
