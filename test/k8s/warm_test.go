@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openfaas/faas-provider/types"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +66,14 @@ func TestWarmReplicaKeepsItsPodOnKubernetes(t *testing.T) {
 
 	p.scale(t, "resnet", 0)
 	warm(true)
-	if st := p.status(t, "resnet"); st.Replicas != 0 || st.AvailableReplicas != 0 {
+	// The provider counts available pods from its informer, which sees
+	// the warm label a moment after the API server the test polls: once
+	// the informer has it, the status must be 0/0.
+	var st types.FunctionStatus
+	if err := poll(5*time.Second, func() bool {
+		st = p.status(t, "resnet")
+		return st.Replicas == 0 && st.AvailableReplicas == 0
+	}); err != nil {
 		t.Errorf("status %d/%d at zero with a warm pod; want 0/0 (the gateway scales up from it)", st.AvailableReplicas, st.Replicas)
 	}
 	if d := liveDeployments(t, "resnet"); len(d) != 1 || *d[0].Spec.Replicas != 1 {
