@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,14 +73,8 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 // agentCmd is `faas-gpu agent`: flags in, package agent wired up.
 func agentCmd(args []string, stdout, stderr io.Writer) error {
 	fs, o := agentFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(fs, args, "agent"); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("agent: unexpected argument %q", fs.Arg(0))
 	}
 	if o.interval <= 0 {
 		return fmt.Errorf("agent: -interval must be positive")

@@ -107,14 +107,8 @@ func versionCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "faas-gpu version: print the version and commit this binary was built from.\n\nUsage:\n  faas-gpu version\n")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(fs, args, "version"); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
 	fmt.Fprintf(stdout, "faas-gpu %s (%s)\n", version, commit)
 	return nil
@@ -267,16 +261,27 @@ func loadInventory(o *serveOptions, log *zap.Logger) (gpu.Inventory, error) {
 	return inv, nil
 }
 
-func serve(args []string, stderr io.Writer) error {
-	fs, o := serveFlags(stderr)
+// parseArgs parses a verb's flags. help: -h or -help printed the usage,
+// and the verb ends there with no error, as the flag package's own
+// commands do. A verb named takes no positional arguments; "" leaves them
+// to the caller (a verb of sub-verbs, or one that checks them itself).
+func parseArgs(fs *flag.FlagSet, args []string, verb string) (help bool, err error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return true, nil
 		}
-		return err
+		return false, err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if verb != "" && fs.NArg() > 0 {
+		return false, fmt.Errorf("%s: unexpected argument %q", verb, fs.Arg(0))
+	}
+	return false, nil
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs, o := serveFlags(stderr)
+	if help, err := parseArgs(fs, args, "serve"); help || err != nil {
+		return err
 	}
 	log, err := newLogger(o)
 	if err != nil {
@@ -554,10 +559,7 @@ func profilesCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), profilesUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(fs, args, ""); help || err != nil {
 		return err
 	}
 	switch sub := fs.Arg(0); sub {
@@ -591,14 +593,8 @@ func profilesImportFlags(stderr io.Writer) (*flag.FlagSet, *profilesImportOption
 
 func profilesImportCmd(args []string, stdout, stderr io.Writer) error {
 	fs, o := profilesImportFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(fs, args, "profiles import"); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("profiles import: unexpected argument %q", fs.Arg(0))
 	}
 	if o.csv == "" {
 		return fmt.Errorf("profiles import: --csv is required")

@@ -55,7 +55,10 @@ func TestBadInputFailsWithAMessage(t *testing.T) {
 	}{
 		{"unknown verb", []string{"frobnicate"}, nil, "unknown verb"},
 		{"unknown flag", []string{"serve", "-nope"}, nil, "nope"},
-		{"stray argument", []string{"serve", "extra"}, nil, "unexpected argument"},
+		{"stray argument", []string{"serve", "extra"}, nil, `serve: unexpected argument "extra"`},
+		{"stray argument to version", []string{"version", "extra"}, nil, `version: unexpected argument "extra"`},
+		{"stray argument to import", []string{"profiles", "import", "--csv", "x.csv", "--gpu", "x", "extra"}, nil, `profiles import: unexpected argument "extra"`},
+		{"stray argument to profile", []string{"profile", "extra"}, nil, `unexpected argument "extra"`},
 		{"bad port", []string{"serve"}, map[string]string{"port": "eighty"}, "port"},
 		{"bad timeout", []string{"serve"}, map[string]string{"read_timeout": "soon"}, "read_timeout"},
 		{"auth without files", []string{"serve"}, map[string]string{"basic_auth": "true", "secret_mount_path": "/nonexistent"}, "basic_auth"},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,10 +103,7 @@ func profileCmd(args []string, stdout, stderr io.Writer) error {
 // runProfile is profileCmd under a context the caller controls.
 func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, o := profileFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(fs, args, ""); help || err != nil {
 		return err
 	}
 	if err := o.complete(fs); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,14 +69,8 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 // policy and prints the table (and with -out writes CSV and SVG files).
 func simulateCmd(args []string, stdout, stderr io.Writer) error {
 	f := newSimulateFlags(stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseArgs(f.fs, args, "simulate"); help || err != nil {
 		return err
-	}
-	if f.fs.NArg() > 0 {
-		return fmt.Errorf("simulate: unexpected argument %q", f.fs.Arg(0))
 	}
 	if f.listSuites {
 		_, err := fmt.Fprintln(stdout, strings.Join(sim.Suites(), "\n"))
