@@ -66,6 +66,7 @@ func TestBadInputFailsWithAMessage(t *testing.T) {
 		{"negative queue bound", []string{"serve", "-queue-max", "-1", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "-queue-max"},
 		{"bad inventory", []string{"serve", "-inventory", "/nonexistent.yaml", "-state-dir", "STATE"}, map[string]string{"port": "FREE"}, "inventory"},
 		{"bad log format", []string{"serve", "-log-format", "xml"}, nil, "-log-format"},
+		{"bad image pull policy", []string{"serve", "-k8s-image-pull-policy", "Sometimes"}, nil, "-k8s-image-pull-policy"},
 		{"import without csv", []string{"profiles", "import", "--gpu", "x"}, nil, "--csv"},
 		{"import without gpu", []string{"profiles", "import", "--csv", "x.csv"}, nil, "--gpu"},
 		{"profiles without import", []string{"profiles"}, nil, "usage"},

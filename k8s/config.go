@@ -2,12 +2,14 @@ package k8s
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -72,6 +74,13 @@ type Options struct {
 	// RuntimeClass, when set, is the RuntimeClass of function pods (e.g.
 	// "nvidia" where the NVIDIA runtime is not the default).
 	RuntimeClass string
+	// ImagePullPolicy, when set, is function containers' pull policy;
+	// empty leaves Kubernetes' default (Always for an image tagged latest
+	// or untagged, else IfNotPresent). A GPU function's image is often
+	// several GB, and its pull is the container start of a replica on a
+	// node that has not run it: IfNotPresent with pinned tags keeps that
+	// start to the node's first replica.
+	ImagePullPolicy string
 	// FunctionPort is the watchdog's port in function pods.
 	FunctionPort int
 	// WarmReplicas keeps a scaled-down replica's pod, out of routing, as
@@ -131,8 +140,27 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	fs.StringVar(&o.RuntimeClass, "k8s-runtime-class", o.RuntimeClass, "kubernetes: RuntimeClass of function pods, e.g. nvidia (default: the node's default runtime)")
 	fs.BoolVar(&o.WarmReplicas, "k8s-warm-replicas", o.WarmReplicas, "kubernetes: keep a scaled-down replica's pod out of routing as a warm replica, its model loaded (false: a scaled-down replica's pod goes)")
 	fs.StringVar(&o.ModelStore, "k8s-model-store", o.ModelStore, "kubernetes: host folder of the node model store, mounted read-only into function pods as FAAS_GPU_MODEL_DIR (default: no store)")
+	fs.Func("k8s-image-pull-policy", "kubernetes: imagePullPolicy of function containers: Always, IfNotPresent or Never (default: Kubernetes' own, Always for :latest or no tag, else IfNotPresent)", func(v string) error {
+		p, err := parsePullPolicy(v)
+		if err != nil {
+			return err
+		}
+		o.ImagePullPolicy = p
+		return nil
+	})
 	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
 	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")
 	fs.DurationVar(&o.Resync, "k8s-resync", o.Resync, "kubernetes: how often every function's objects are written again to undo outside changes")
 	return &o
+}
+
+// parsePullPolicy checks an imagePullPolicy against the three Kubernetes
+// knows, so that a typo fails at start and not as every function's pods
+// rejected by the API server.
+func parsePullPolicy(v string) (string, error) {
+	switch p := corev1.PullPolicy(v); p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		return v, nil
+	}
+	return "", fmt.Errorf("%q is not Always, IfNotPresent or Never", v)
 }

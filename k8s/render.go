@@ -57,7 +57,9 @@ type groupSpec struct {
 type renderOptions struct {
 	MPSPipeDir   string
 	RuntimeClass string
-	Port         int
+	// ImagePullPolicy of the function's container; empty: Kubernetes'.
+	ImagePullPolicy string
+	Port            int
 	// ModelStore is the node model store's host folder; empty: none.
 	ModelStore string
 }
@@ -106,10 +108,11 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 		}
 	}
 	container := corev1.Container{
-		Name:  dep.Service,
-		Image: dep.Image,
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
-		Env:   functionEnv(g, o.MPSPipeDir, o.ModelStore),
+		Name:            dep.Service,
+		Image:           dep.Image,
+		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
+		Env:             functionEnv(g, o.MPSPipeDir, o.ModelStore),
 		// Readiness gates traffic from the first second; liveness waits
 		// longer because loading a model onto a GPU can take many seconds.
 		ReadinessProbe: probe(2, 2, 3),

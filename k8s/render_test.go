@@ -49,6 +49,16 @@ func TestRenderDeployment(t *testing.T) {
 				t.Errorf("volumes %+v", pod.Volumes)
 			}
 		}},
+		{"no pull policy: Kubernetes' default", groupSpec{Placement: placement("a", "GPU-a0")}, renderOptions{}, func(t *testing.T, c corev1.Container, _ corev1.PodSpec) {
+			if c.ImagePullPolicy != "" {
+				t.Errorf("imagePullPolicy %q, want none", c.ImagePullPolicy)
+			}
+		}},
+		{"pull policy", groupSpec{Placement: placement("a", "GPU-a0")}, renderOptions{ImagePullPolicy: "IfNotPresent"}, func(t *testing.T, c corev1.Container, _ corev1.PodSpec) {
+			if c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
+			}
+		}},
 		{"runtime class, port, pipe dir", groupSpec{Placement: placement("a", "GPU-a0")}, renderOptions{RuntimeClass: "nvidia", Port: 9000, MPSPipeDir: "/run/mps"}, func(t *testing.T, c corev1.Container, pod corev1.PodSpec) {
 			if pod.RuntimeClassName == nil || *pod.RuntimeClassName != "nvidia" || c.Ports[0].ContainerPort != 9000 || c.ReadinessProbe.HTTPGet.Port.IntValue() != 9000 ||
 				envOf(c)["CUDA_MPS_PIPE_DIRECTORY"] != "/run/mps" || pod.Volumes[0].HostPath.Path != "/run/mps" {

@@ -91,7 +91,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 
 	want := map[string]bool{}
-	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
+	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, ImagePullPolicy: b.cfg.ImagePullPolicy, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
 	for _, g := range groups {
 		d := renderDeployment(g, opts)
 		if g.Replicas == 0 {

@@ -941,6 +941,7 @@ func TestServeAndAgentFlags(t *testing.T) {
 		t.Fatalf("go build faas-gpu: %v\n%s", err, out)
 	}
 	r := render(t, append(slices.Clone(allSwitches), "--set", "provider.functionRuntimeClassName=nvidia",
+		"--set", "provider.functionImagePullPolicy=IfNotPresent",
 		"--set", "provider.reservationImage=registry.example/pause:3.10", "--set", "agent.extraArgs={-nvml-library=/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1}")...)
 	flagsOf := func(args ...string) (map[string]bool, string) {
 		out, _ := exec.Command(bin, args...).CombinedOutput()

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // A deployed function is one Deployment per GPU, pinned to the GPU's
@@ -210,4 +211,40 @@ func envNames(env []corev1.EnvVar) []string {
 		out[i] = e.Name
 	}
 	return out
+}
+
+// -k8s-image-pull-policy reaches every function container the API server
+// stores. The image is tagged, so the API server's own default would be
+// IfNotPresent: Always can only come from the flag.
+func TestImagePullPolicyReachesFunctionPods(t *testing.T) {
+	requireNodes(t)
+	p := startProvider(t, "pull-policy", "-k8s-image-pull-policy", "Always")
+	p.leads(t, 10*time.Second)
+	defer cleanUp(t, p)
+
+	p.deploy(t, fn("pulled", 30, "2Gi"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var policies []corev1.PullPolicy
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		deps, err := env.client.AppsV1().Deployments(fnNS).List(ctx, metav1.ListOptions{LabelSelector: "faas_function=pulled"})
+		if err != nil || len(deps.Items) == 0 {
+			return false, nil
+		}
+		policies = policies[:0]
+		for _, d := range deps.Items {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				policies = append(policies, c.ImagePullPolicy)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no Deployment of the function: %v", err)
+	}
+	for _, pol := range policies {
+		if pol != corev1.PullAlways {
+			t.Fatalf("function containers' imagePullPolicy %v, want Always", policies)
+		}
+	}
 }
