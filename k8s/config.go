@@ -158,7 +158,7 @@ func AddFlags(fs *flag.FlagSet) *Options {
 // knows, so that a typo fails at start and not as every function's pods
 // rejected by the API server.
 func parsePullPolicy(v string) (string, error) {
-	switch p := corev1.PullPolicy(v); p {
+	switch corev1.PullPolicy(v) {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		return v, nil
 	}
