@@ -80,7 +80,7 @@ type Options struct {
 	// several GB, and its pull is the container start of a replica on a
 	// node that has not run it: IfNotPresent with pinned tags keeps that
 	// start to the node's first replica.
-	ImagePullPolicy string
+	ImagePullPolicy corev1.PullPolicy
 	// FunctionPort is the watchdog's port in function pods.
 	FunctionPort int
 	// WarmReplicas keeps a scaled-down replica's pod, out of routing, as
@@ -157,10 +157,10 @@ func AddFlags(fs *flag.FlagSet) *Options {
 // parsePullPolicy checks an imagePullPolicy against the three Kubernetes
 // knows, so that a typo fails at start and not as every function's pods
 // rejected by the API server.
-func parsePullPolicy(v string) (string, error) {
-	switch corev1.PullPolicy(v) {
+func parsePullPolicy(v string) (corev1.PullPolicy, error) {
+	switch p := corev1.PullPolicy(v); p {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		return v, nil
+		return p, nil
 	}
 	return "", fmt.Errorf("%q is not Always, IfNotPresent or Never", v)
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // -k8s-image-pull-policy takes Kubernetes' three policies as written and
@@ -12,7 +14,7 @@ import (
 func TestImagePullPolicyFlag(t *testing.T) {
 	tests := []struct {
 		args    []string
-		want    string
+		want    corev1.PullPolicy
 		wantErr bool
 	}{
 		{nil, "", false}, // Kubernetes' own default

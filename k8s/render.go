@@ -58,7 +58,7 @@ type renderOptions struct {
 	MPSPipeDir   string
 	RuntimeClass string
 	// ImagePullPolicy of the function's container; empty: Kubernetes'.
-	ImagePullPolicy string
+	ImagePullPolicy corev1.PullPolicy
 	Port            int
 	// ModelStore is the node model store's host folder; empty: none.
 	ModelStore string
@@ -110,7 +110,7 @@ func renderDeployment(g groupSpec, o renderOptions) *appsv1.Deployment {
 	container := corev1.Container{
 		Name:            dep.Service,
 		Image:           dep.Image,
-		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		ImagePullPolicy: o.ImagePullPolicy,
 		Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
 		Env:             functionEnv(g, o.MPSPipeDir, o.ModelStore),
 		// Readiness gates traffic from the first second; liveness waits

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/openfaas/faas-provider/types"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
