@@ -48,6 +48,7 @@ var familyDraws = []familyDraw{
 	{"family13", 20261214, "w"}, // after family12 was the blind check of the mixed-pool model and the last replica's slice (neither kept)
 	{"family14", 20261215, "x"}, // after family13 was the blind check of a start-up warm hold and then looked at for w05's on/off misses (warm replicas evicted by moves)
 	{"family15", 20261216, "y"}, // after family14 was the blind check of warm replicas held against moves: the blind check of what is tuned next
+	{"family16", 20261217, "z"}, // after family15 was run once and its misses traced to the container start: the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
