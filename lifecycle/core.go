@@ -81,6 +81,11 @@ type Options struct {
 	// group do, until the writer labels it out of routing, and its
 	// readiness is not yet reported for replicas out of service.
 	NoStandby bool
+	// Parked is how many processes each function keeps started ahead of
+	// its placements, off the GPU (parked.go): a backend that can give a
+	// started process its GPU settings. 0: none, every replica starts its
+	// own process.
+	Parked int
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)
@@ -108,6 +113,8 @@ type Core struct {
 	// first. Kept sorted on insert, so a deploy costs no full sort.
 	order    []*function
 	replicas map[string]*replica // every replica the core knows, by ID
+	// parkedBy names the function of every parked process, by ID.
+	parkedBy map[string]string
 	seq      uint64
 
 	// undo holds the inverse of each change the current operation made,
@@ -179,6 +186,8 @@ type function struct {
 	unsettledAt time.Time
 	// sloMenu values its slices at the SLO the feedback plans at.
 	sloMenu sloMenu
+	// parked are its processes started ahead of a placement (parked.go).
+	parked parkedPool
 }
 
 type replica struct {
@@ -255,7 +264,7 @@ func New(inv gpu.Inventory, c *cache.Cache, opts Options) *Core {
 	}
 	return &Core{
 		opts: opts, inv: inv, product: inv.MainProduct(), largestMemory: inv.LargestMemory(), alloc: scheduler.NewAllocator(inv, c), cache: c,
-		functions: map[string]*function{}, replicas: map[string]*replica{}, freeing: map[string]bool{}, settled: map[string]bool{},
+		functions: map[string]*function{}, replicas: map[string]*replica{}, parkedBy: map[string]string{}, freeing: map[string]bool{}, settled: map[string]bool{},
 	}
 }
 
@@ -301,7 +310,7 @@ func (c *Core) newID(name string) string {
 	if c.opts.NewID != nil {
 		for {
 			id := c.opts.NewID(name)
-			if _, taken := c.replicas[id]; !taken {
+			if !c.taken(id) {
 				return id
 			}
 		}
@@ -309,10 +318,17 @@ func (c *Core) newID(name string) string {
 	for {
 		c.seq++
 		id := name + "-" + strconv.FormatUint(c.seq, 10)
-		if _, taken := c.replicas[id]; !taken {
+		if !c.taken(id) {
 			return id
 		}
 	}
+}
+
+// taken reports whether id names a replica or a parked process already.
+func (c *Core) taken(id string) bool {
+	_, replica := c.replicas[id]
+	_, parked := c.parkedBy[id]
+	return replica || parked
 }
 
 // insert adds fn in age order.

@@ -39,6 +39,13 @@ const (
 	Write Kind = "write"
 	// Remove deletes a function's record.
 	Remove Kind = "remove"
+	// Park starts a process of the function ahead of any placement: no
+	// GPU, no GPU settings, no model (parked.go). The backend reports it
+	// with ParkedReady once it waits for them, or ParkedGone. Replica
+	// carries only its ID and function.
+	Park Kind = "park"
+	// Unpark ends a parked process that no replica took.
+	Unpark Kind = "unpark"
 )
 
 // Effect is one thing for the backend to carry out, in the order given.
@@ -50,6 +57,10 @@ type Effect struct {
 	Replica ReplicaView
 	// Warm marks a Start of a replica restored warm.
 	Warm bool
+	// Parked, on a Start, is the parked process (Park) that becomes the
+	// replica: the backend gives it the replica's GPU settings instead of
+	// starting a process. "": start one.
+	Parked string
 	// Why says what caused it, for logs: "scaled down", "evicted", …
 	Why string
 	// Record is the function's record to save (Write).

@@ -29,6 +29,7 @@ func (c *Core) Deploy(spec scheduler.Function, now time.Time) (Result, error) {
 	var res Result
 	c.grow(fn, now)
 	c.placeAll(now, &res)
+	c.refillParked(fn, c.parkNode(fn), &res)
 	return c.finish(res, fn), nil
 }
 
@@ -49,10 +50,12 @@ func (c *Core) Update(spec scheduler.Function, now time.Time) (Result, error) {
 	var res Result
 	c.touch(fn)
 	c.stopAll(fn, now, "function updated", &res)
+	c.unparkAll(fn, "function updated", &res)
 	fn.spec, fn.plan = spec, pl
 	fn.desired = spec.Scale.Clamp(fn.desired)
 	c.grow(fn, now)
 	c.placeAll(now, &res)
+	c.refillParked(fn, c.parkNode(fn), &res)
 	return c.finish(res, fn), nil
 }
 
@@ -68,6 +71,7 @@ func (c *Core) Delete(namespace, name string, now time.Time) (Result, error) {
 	res.add(Effect{Kind: Remove, Function: k})
 	c.touch(fn)
 	c.stopAll(fn, now, "function removed", &res)
+	c.unparkAll(fn, "function removed", &res)
 	c.unlink(fn)
 	c.onUndo(func() { c.insert(fn) })
 	c.placeAll(now, &res)
@@ -368,7 +372,7 @@ func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]
 	}
 	c.touchReplica(r)
 	r.placement, r.reason, r.reasonCode, r.phase, r.placedAt = &p, "", "", Starting, now
-	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy})
+	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy, Parked: c.handOver(fn, p.Node, res)})
 	return placedOne
 }
 

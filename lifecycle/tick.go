@@ -100,6 +100,9 @@ func (c *Core) Tick(now time.Time) Result {
 	c.consolidate(now, &res)
 	c.placeAll(now, &res)
 	c.keepStandbys(now, &res)
+	for _, fn := range c.order {
+		c.refillParked(fn, c.parkNode(fn), &res)
+	}
 	return res
 }
 

@@ -1,0 +1,214 @@
+package lifecycle
+
+import (
+	"slices"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// A parked process is one of a function's processes started ahead of any
+// placement: its container is up and its runtime imported, and it holds
+// no GPU and no model. A replica placed while one is ready takes it over
+// (its Start names it, Effect.Parked): it skips the container start, gets
+// its GPU settings from the backend and loads its model. The container
+// start is where the simulated workloads' misses above 1 % come from
+// (docs/evaluation.md, "The misses left are the container start's"), and a
+// parked process costs host memory, not GPU.
+//
+// A parked process runs on one node and serves only a placement there. A
+// function parks on the node of its newest placement: where its next
+// replica is likeliest to go.
+//
+// Only a backend that can hand a started process its GPU settings parks
+// (Options.Parked): today the simulator. The local and Kubernetes
+// backends set none, so the core never asks them to.
+
+// parkedProc is one parked process.
+type parkedProc struct{ id, node string }
+
+// parkedPool is what a function keeps parked.
+type parkedPool struct {
+	// starting were asked for (Park) and have not reported in.
+	starting []parkedProc
+	// ready can be taken, oldest first.
+	ready []parkedProc
+}
+
+func (p parkedPool) size() int { return len(p.starting) + len(p.ready) }
+
+func (p parkedPool) clone() parkedPool {
+	return parkedPool{starting: slices.Clone(p.starting), ready: slices.Clone(p.ready)}
+}
+
+func (p parkedPool) all() []parkedProc { return append(slices.Clone(p.starting), p.ready...) }
+
+func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { return p.id == id } }
+
+// parkTarget is how many processes fn keeps parked: Options.Parked, and
+// never more than the replicas it may have.
+func (c *Core) parkTarget(fn *function) int {
+	n := c.opts.Parked
+	if m := fn.spec.Scale.Max; m > 0 && n > m {
+		n = m
+	}
+	return max(n, 0)
+}
+
+// parkNode is where fn parks: the node of its newest placed replica, else
+// the inventory's first; "" when there is none.
+func (c *Core) parkNode(fn *function) string {
+	for _, rs := range [][]*replica{fn.live, fn.warm} {
+		for i := len(rs) - 1; i >= 0; i-- {
+			if rs[i].placement != nil {
+				return rs[i].placement.Node
+			}
+		}
+	}
+	if len(c.inv.Nodes) > 0 {
+		return c.inv.Nodes[0].Name
+	}
+	return ""
+}
+
+// refillParked asks for as many parked processes as fn lacks, on node.
+func (c *Core) refillParked(fn *function, node string, res *Result) {
+	want := c.parkTarget(fn)
+	if fn.parked.size() >= want || node == "" {
+		return
+	}
+	saved := fn.parked.clone()
+	var added []string
+	c.onUndo(func() {
+		fn.parked = saved
+		for _, id := range added {
+			delete(c.parkedBy, id)
+		}
+	})
+	for fn.parked.size() < want {
+		id := c.newID(fn.spec.Name())
+		added = append(added, id)
+		c.parkedBy[id] = fn.key
+		fn.parked.starting = append(fn.parked.starting, parkedProc{id: id, node: node})
+		res.add(Effect{Kind: Park, Function: fn.key, Replica: ReplicaView{ID: id, Function: fn.key, Placement: &scheduler.Placement{Node: node}},
+			Why: "parked ahead of a placement"})
+	}
+}
+
+// handOver is the parked process a replica being started on node takes
+// (its Start's Parked; "" for none), and asks for its successor. With none
+// ready there, one of fn's parked elsewhere moves there.
+func (c *Core) handOver(fn *function, node string, res *Result) string {
+	id := c.takeParked(fn, node)
+	if id == "" {
+		c.followParked(fn, node, res)
+	}
+	c.refillParked(fn, node, res)
+	return id
+}
+
+// takeParked hands the oldest ready parked process of fn on node to a
+// replica being started there; "" when none is ready.
+func (c *Core) takeParked(fn *function, node string) string {
+	i := slices.IndexFunc(fn.parked.ready, func(p parkedProc) bool { return p.node == node })
+	if i < 0 {
+		return ""
+	}
+	saved := fn.parked.clone()
+	id := fn.parked.ready[i].id
+	fn.parked.ready = slices.Delete(slices.Clone(fn.parked.ready), i, i+1)
+	delete(c.parkedBy, id)
+	c.onUndo(func() {
+		fn.parked = saved
+		c.parkedBy[id] = fn.key
+	})
+	return id
+}
+
+// followParked moves one of fn's parked processes to node when a replica
+// placed there found none: the pool follows the function's placements.
+// The process ended is one elsewhere, a starting one first.
+func (c *Core) followParked(fn *function, node string, res *Result) {
+	all := fn.parked.all()
+	i := slices.IndexFunc(all, func(p parkedProc) bool { return p.node != node })
+	if i < 0 || fn.parked.size() < c.parkTarget(fn) {
+		return
+	}
+	p := all[i]
+	saved := fn.parked.clone()
+	fn.parked.starting = slices.DeleteFunc(slices.Clone(fn.parked.starting), byID(p.id))
+	fn.parked.ready = slices.DeleteFunc(slices.Clone(fn.parked.ready), byID(p.id))
+	delete(c.parkedBy, p.id)
+	c.onUndo(func() {
+		fn.parked = saved
+		c.parkedBy[p.id] = fn.key
+	})
+	res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}},
+		Why: "parked on " + node + " instead, where its function was placed"})
+}
+
+// unparkAll ends every process fn has parked: it was deleted, or updated
+// (a process started from the old spec cannot serve the new one).
+func (c *Core) unparkAll(fn *function, why string, res *Result) {
+	if fn.parked.size() == 0 {
+		return
+	}
+	saved := fn.parked.clone()
+	for _, p := range saved.all() {
+		delete(c.parkedBy, p.id)
+		res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}}, Why: why})
+	}
+	fn.parked = parkedPool{}
+	c.onUndo(func() {
+		fn.parked = saved
+		for _, p := range saved.all() {
+			c.parkedBy[p.id] = fn.key
+		}
+	})
+}
+
+// ParkedReady records that parked process id has started and waits for a
+// placement. One the core no longer knows (its function deleted or
+// updated, which asked for its Unpark) is ignored.
+func (c *Core) ParkedReady(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	fn := c.functions[c.parkedBy[id]]
+	if fn == nil {
+		return Result{}
+	}
+	if i := slices.IndexFunc(fn.parked.starting, byID(id)); i >= 0 {
+		p := fn.parked.starting[i]
+		fn.parked.starting = slices.Delete(fn.parked.starting, i, i+1)
+		fn.parked.ready = append(fn.parked.ready, p)
+	}
+	return Result{}
+}
+
+// ParkedGone records that parked process id exited before it was taken.
+// Its successor is asked for at the next Tick, not at once, so that a
+// process that cannot start is not restarted as fast as it fails.
+func (c *Core) ParkedGone(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	key, ok := c.parkedBy[id]
+	if !ok {
+		return Result{}
+	}
+	delete(c.parkedBy, id)
+	if fn := c.functions[key]; fn != nil {
+		fn.parked.starting = slices.DeleteFunc(fn.parked.starting, byID(id))
+		fn.parked.ready = slices.DeleteFunc(fn.parked.ready, byID(id))
+	}
+	return Result{}
+}
+
+// Parked reports how many processes function key has parked: started and
+// waiting for a placement, and on their way.
+func (c *Core) Parked(key string) (ready, starting int) {
+	fn := c.functions[key]
+	if fn == nil {
+		return 0, 0
+	}
+	return len(fn.parked.ready), len(fn.parked.starting)
+}

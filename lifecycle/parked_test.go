@@ -1,0 +1,251 @@
+package lifecycle
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// effectsOf lists the IDs of res's effects of kind k.
+func effectsOf(res Result, k Kind) []string {
+	var ids []string
+	for _, e := range res.Effects {
+		if e.Kind == k {
+			ids = append(ids, e.Replica.ID)
+		}
+	}
+	return ids
+}
+
+// A function keeps Options.Parked processes parked from its deploy; a
+// replica placed takes the oldest ready one and its successor is asked
+// for at once; one still starting is never handed out.
+func TestParkedProcessesAreTakenAndRefilled(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{Parked: 2})
+	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := Key("openfaas-fn", "a")
+	parked := effectsOf(res, Park)
+	if len(parked) != 2 {
+		t.Fatalf("deploy parked %v, want 2 processes", parked)
+	}
+	for _, e := range res.Effects {
+		if e.Kind == Start && e.Parked != "" {
+			t.Fatalf("the first replica took %q before any process was parked", e.Parked)
+		}
+	}
+	if ready, starting := c.Parked(key); ready != 0 || starting != 2 {
+		t.Fatalf("parked %d ready, %d starting; want 0 and 2", ready, starting)
+	}
+
+	// Only the second reports in: the scale-up takes it, not the first.
+	c.ParkedReady(parked[1], t0.Add(2*time.Second))
+	res, _, err = c.Scale("openfaas-fn", "a", 3, t0.Add(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []string
+	for _, e := range res.Effects {
+		if e.Kind == Start {
+			took = append(took, e.Parked)
+		}
+	}
+	if !slices.Equal(took, []string{parked[1], ""}) {
+		t.Fatalf("two replicas started taking %q, want the ready process then none", took)
+	}
+	refill := effectsOf(res, Park)
+	if len(refill) != 1 || slices.Contains(parked, refill[0]) {
+		t.Fatalf("refilled with %v, want one new process", refill)
+	}
+	if ready, starting := c.Parked(key); ready != 0 || starting != 2 {
+		t.Fatalf("after the scale-up: parked %d ready, %d starting; want 0 and 2", ready, starting)
+	}
+	// A process taken is no longer parked: a late report of it is ignored.
+	c.ParkedReady(parked[1], t0.Add(4*time.Second))
+	if ready, _ := c.Parked(key); ready != 0 {
+		t.Fatalf("a taken process came back as parked (%d ready)", ready)
+	}
+}
+
+// Without Options.Parked (the local and Kubernetes backends) nothing is
+// parked, and no Start names a process.
+func TestNothingParkedByDefault(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{})
+	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2, _, err := c.Scale("openfaas-fn", "a", 3, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Effects = append(res.Effects, res2.Effects...)
+	res.Effects = append(res.Effects, c.Tick(t0.Add(time.Second)).Effects...)
+	for _, e := range res.Effects {
+		if e.Kind == Park || e.Kind == Unpark || e.Parked != "" {
+			t.Fatalf("effect %+v without Options.Parked", e)
+		}
+	}
+}
+
+// A function deleted or updated ends what it parked; a process it had
+// asked for that reports in afterwards is ignored, and an update parks
+// afresh for the new spec.
+func TestParkedEndWithTheirSpec(t *testing.T) {
+	for _, op := range []string{"update", "delete"} {
+		t.Run(op, func(t *testing.T) {
+			c := New(inventory(1, 1), nil, Options{Parked: 2})
+			res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := effectsOf(res, Park)
+			c.ParkedReady(old[0], t0.Add(time.Second))
+			if op == "update" {
+				res, err = c.Update(fn("a", 30, 1, 1, 5), t0.Add(2*time.Second))
+			} else {
+				res, err = c.Delete("openfaas-fn", "a", t0.Add(2*time.Second))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := effectsOf(res, Unpark); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(old))) {
+				t.Fatalf("%s unparked %v, want %v", op, got, old)
+			}
+			for _, e := range res.Effects {
+				if e.Kind == Start && e.Parked != "" {
+					t.Fatalf("%s started a replica on old process %q", op, e.Parked)
+				}
+			}
+			wantNew := 0
+			if op == "update" {
+				wantNew = 2
+			}
+			if got := effectsOf(res, Park); len(got) != wantNew {
+				t.Fatalf("%s parked %v afresh, want %d", op, got, wantNew)
+			}
+			c.ParkedReady(old[1], t0.Add(3*time.Second))
+			if ready, _ := c.Parked(Key("openfaas-fn", "a")); ready != 0 {
+				t.Fatalf("an old process that reported in after the %s is parked", op)
+			}
+		})
+	}
+}
+
+// A process that exits is replaced at the next tick, not at once; a
+// deploy aborted leaves nothing parked.
+func TestParkedGoneAndAbort(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{Parked: 1})
+	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := Key("openfaas-fn", "a")
+	id := effectsOf(res, Park)[0]
+	if got := effectsOf(c.ParkedGone(id, t0.Add(time.Second)), Park); len(got) != 0 {
+		t.Fatalf("a parked process gone was replaced at once: %v", got)
+	}
+	if ready, starting := c.Parked(key); ready+starting != 0 {
+		t.Fatalf("a gone process still counts: %d ready, %d starting", ready, starting)
+	}
+	next := effectsOf(c.Tick(t0.Add(2*time.Second)), Park)
+	if len(next) != 1 || next[0] == id {
+		t.Fatalf("the tick parked %v, want one new process", next)
+	}
+
+	if _, err := c.Deploy(fn("b", 20, 1, 1, 5), t0); err != nil {
+		t.Fatal(err)
+	}
+	c.Abort()
+	if ready, starting := c.Parked(Key("openfaas-fn", "b")); ready+starting != 0 || len(c.parkedBy) != 1 {
+		t.Fatalf("an aborted deploy left processes parked: %d ready, %d starting, %d known", ready, starting, len(c.parkedBy))
+	}
+}
+
+// A replica's Start takes a parked process when its scale-up is the
+// autoscaler's too, and a standby takes one as it starts.
+func TestAutoscaledStartsTakeParked(t *testing.T) {
+	store := builtinStore(t)
+	c := New(inventory(1, 2), nil, Options{Profiles: store, Parked: 2})
+	res, err := c.Deploy(rnSpec(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range effectsOf(res, Park) {
+		c.ParkedReady(id, t0)
+	}
+	var l Load
+	took := 0
+	for s := 1; s <= 10; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		res := tickWith(c, rnKey, &l, uint64(100*s), now)
+		for _, e := range res.Effects {
+			if e.Kind == Start && e.Parked != "" {
+				took++
+			}
+			if e.Kind == Park {
+				c.ParkedReady(e.Replica.ID, now)
+			}
+		}
+		readyAll(c, now)
+	}
+	if took == 0 {
+		t.Fatal("a rising load's replicas took no parked process")
+	}
+	if ready, starting := c.Parked(rnKey); ready != 2 || starting != 0 {
+		t.Fatalf("after the rise: %d ready, %d starting; want the pool refilled to 2", ready, starting)
+	}
+}
+
+// A parked process serves only a placement on its node: a replica placed
+// on another node starts its own process, and the pool follows it there.
+func TestParkedFollowThePlacements(t *testing.T) {
+	c := New(inventory(2, 1), nil, Options{Parked: 1})
+	res, err := c.Deploy(fn("a", 60, 1, 1, 5), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	var parks Effect
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case Start:
+			first = e.Replica.Placement.Node
+		case Park:
+			parks = e
+		}
+	}
+	if parks.Replica.Placement == nil || parks.Replica.Placement.Node != first {
+		t.Fatalf("deploy parked %+v, want one on the first replica's node %s", parks, first)
+	}
+	c.ParkedReady(parks.Replica.ID, t0.Add(time.Second))
+	// 60 % twice does not fit one GPU: the second replica goes to the
+	// other node.
+	res, _, err = c.Scale("openfaas-fn", "a", 2, t0.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, park Effect
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case Start:
+			start = e
+		case Park:
+			park = e
+		}
+	}
+	if start.Replica.Placement == nil || start.Replica.Placement.Node == first {
+		t.Fatalf("the second replica went to %+v, want the other node", start.Replica.Placement)
+	}
+	if start.Parked != "" {
+		t.Fatalf("a replica on %s took process %q parked on %s", start.Replica.Placement.Node, start.Parked, first)
+	}
+	if got := effectsOf(res, Unpark); !slices.Equal(got, []string{parks.Replica.ID}) {
+		t.Fatalf("unparked %v, want the process on %s", got, first)
+	}
+	if park.Replica.Placement == nil || park.Replica.Placement.Node != start.Replica.Placement.Node {
+		t.Fatalf("parked %+v, want one on %s", park, start.Replica.Placement.Node)
+	}
+}
