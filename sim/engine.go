@@ -21,6 +21,15 @@ type Options struct {
 	// replica is ready 3-5 s after placement, where FaST-GShare's and
 	// HAS-GPU's readiness probes begin (research notes §5.4).
 	ContainerStart time.Duration
+	// Parked is how many processes faas-gpu keeps started ahead of its
+	// placements per function (lifecycle.Options.Parked): a replica that
+	// takes one starts in ParkedStart instead of ContainerStart, then
+	// loads its model. 0: none, as the provider's backends today.
+	Parked int
+	// ParkedStart is how long a replica that took a parked process takes
+	// before its model starts loading (its GPU settings handed over, its
+	// CUDA context made): 1 s.
+	ParkedStart time.Duration
 	// NodeLoadFactor is the share of a cold load that a load the node did
 	// recently costs: 0.4, the local backend's emulated replicas' value
 	// (docs/scheduling.md §3).
@@ -97,6 +106,9 @@ func (o Options) withDefaults(d time.Duration) Options {
 	if o.ContainerStart <= 0 {
 		o.ContainerStart = 2 * time.Second
 	}
+	if o.ParkedStart <= 0 {
+		o.ParkedStart = time.Second
+	}
 	if o.NodeLoadFactor <= 0 {
 		o.NodeLoadFactor = 0.4
 	}
@@ -153,6 +165,12 @@ type policy interface {
 	// compute is how long r computes a batch of k requests for model m,
 	// its model already in memory.
 	compute(e *Engine, r *replica, m int, k int) time.Duration
+}
+
+// parker is a policy that keeps processes parked (Options.Parked).
+type parker interface {
+	// parkedReady: parked process id has started.
+	parkedReady(e *Engine, id string)
 }
 
 // Engine runs one policy over one workload on one cluster in virtual time.
@@ -330,6 +348,10 @@ func (e *Engine) handle(ev event) {
 		e.shareStep(ev.gpu, ev.gen)
 	case evContend:
 		e.contendDone(ev.rep, ev.gen)
+	case evParked:
+		if p, ok := e.pol.(parker); ok {
+			p.parkedReady(e, ev.rep.id)
+		}
 	case evTick:
 		e.pol.tick(e)
 		e.after(e.tickEvery, event{kind: evTick})
@@ -364,6 +386,9 @@ func (e *Engine) launch(r *replica, g *gpuState, capacity int64, prewarmed, book
 		e.cache.AddReplica(r.id, g.dev.UUID, g.dev.Node, capacity)
 	}
 	delay := e.opts.ContainerStart
+	if r.fromParked {
+		delay = e.opts.ParkedStart
+	}
 	if r.model >= 0 {
 		m := e.models[r.model]
 		o := e.cache.Preload(r.id, m.name, m.size, e.clock())

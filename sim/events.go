@@ -26,6 +26,9 @@ const (
 	// evContend: replica rep's batch completes under the contention model
 	// (stale if gen differs from the replica's plan, cgen).
 	evContend
+	// evParked: the parked process named by rep (a placeholder holding
+	// only its ID) has started (Options.Parked).
+	evParked
 )
 
 // event is one thing that happens at a virtual time. It is a value, not an

@@ -62,6 +62,9 @@ type faasGPU struct {
 	promoted, placed int
 	// replaced counts replicas retired by a replacement, for tests.
 	replaced int
+	// parked counts the processes parked, unparked the replicas that took
+	// one, for tests.
+	parked, unparked int
 }
 
 type fgFn struct {
@@ -108,6 +111,7 @@ func (p *faasGPU) setup(e *Engine) {
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
 		NoConsolidate: e.opts.NoConsolidate,
 		NoStandby:     e.opts.NoStandby,
+		Parked:        e.opts.Parked,
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
 		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
@@ -167,7 +171,7 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		f := p.byFn[ef.Function]
 		switch ef.Kind {
 		case lifecycle.Start:
-			p.launch(e, f, ef.Replica, prewarmed)
+			p.launch(e, f, ef.Replica, ef.Parked != "", prewarmed)
 			if ef.Warm {
 				// A standby: it starts out of service and, ready, stays
 				// warm (idle tells the core).
@@ -190,12 +194,18 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 			if r := p.byID[ef.Replica.ID]; r != nil {
 				p.stop(e, f, r)
 			}
+		case lifecycle.Park:
+			// Only its start is simulated: a parked process holds no GPU.
+			e.after(e.opts.ContainerStart, event{kind: evParked, rep: &replica{id: ef.Replica.ID, fn: f.idx}})
+			p.parked++
+		case lifecycle.Unpark:
+			// Nothing to end: the core forgets it, and ignores its start.
 		}
 	}
 }
 
 // launch starts a replica the core placed.
-func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed bool) {
+func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, fromParked, prewarmed bool) {
 	model := f.model
 	if f.multi {
 		model = -1 // loads what its requests name
@@ -207,6 +217,10 @@ func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, prewarmed 
 	r.batch = e.batchCap(max(v.Config.Batch, 1))
 	r.sm, r.mem = v.Placement.Slice.SMPercent, v.Placement.Slice.MemoryBytes
 	r.share = r.sm * 100
+	r.fromParked = fromParked
+	if fromParked {
+		p.unparked++
+	}
 	p.byID[r.id] = r
 	f.live = append(f.live, r)
 	p.placed++
@@ -385,6 +399,10 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	for _, r := range p.serving {
 		e.serveQueue(r)
 	}
+}
+
+func (p *faasGPU) parkedReady(e *Engine, id string) {
+	p.apply(e, p.core.ParkedReady(id, e.clock()), false)
 }
 
 func (p *faasGPU) ready(e *Engine, r *replica) {

@@ -46,6 +46,9 @@ type replica struct {
 	state repState
 	// started: its container runs and its model is loaded.
 	started bool
+	// fromParked: it took over a parked process, so its start is
+	// Options.ParkedStart, not ContainerStart.
+	fromParked bool
 
 	queue   fifo    // handed to it, not started (waiting for its running batch)
 	running []int32 // the batch it computes

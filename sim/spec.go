@@ -559,6 +559,13 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.ContainerStart = v
 		return nil
 	})
+	f.integer("parked", 0, "faas-gpu keeps this many processes a function started ahead, off the GPU; a replica that takes one skips the container start (lifecycle.Options.Parked; no backend parks yet)", func(s *Spec, v int) error {
+		if v < 0 {
+			return fmt.Errorf("-parked: %d must not be negative", v)
+		}
+		s.Options.Parked = v
+		return nil
+	})
 	f.integer("locality-bound", 2, "the provider's -locality-bound: requests waiting for a busy replica holding their model", func(s *Spec, v int) error {
 		if v < 1 {
 			return fmt.Errorf("-locality-bound: %d must be at least 1", v)

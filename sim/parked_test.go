@@ -1,0 +1,36 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// An 8x step on a function whose container takes 20 s to start: with two
+// processes parked, the step's new replicas take them and wait out only
+// the handover and the model load; without, the whole container start.
+func TestParkedProcessesAnswerAStep(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := Generator{Functions: []Function{{Name: "rn", Model: "resnet50", SLO: 100 * time.Millisecond, Max: 20}},
+		Shape:    Ramp{{0, 50}, {60 * time.Second, 50}, {60*time.Second + time.Millisecond, 400}, {120 * time.Second, 400}},
+		Duration: 120 * time.Second, Poisson: true, Seed: 12}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := cluster(t, 1, 2)
+	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second}
+	without, _, _ := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	opts.Parked = 2
+	with, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	p := e.pol.(*faasGPU)
+	t.Logf("8x step, 20-s container start: %.2f %% of requests over the SLO with 2 parked (%d parked, %d taken), %.2f %% without",
+		with.SLOViolations, p.parked, p.unparked, without.SLOViolations)
+	if p.unparked == 0 || p.parked < p.unparked+2 {
+		t.Fatalf("%d processes parked and %d taken: want the pool refilled after each taken", p.parked, p.unparked)
+	}
+	if with.SLOViolations >= without.SLOViolations/2 {
+		t.Fatalf("parked processes should at least halve the step's misses: %.2f %% with, %.2f %% without", with.SLOViolations, without.SLOViolations)
+	}
+}
