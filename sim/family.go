@@ -49,6 +49,7 @@ var familyDraws = []familyDraw{
 	{"family14", 20261215, "x"}, // after family13 was the blind check of a start-up warm hold and then looked at for w05's on/off misses (warm replicas evicted by moves)
 	{"family15", 20261216, "y"}, // after family14 was the blind check of warm replicas held against moves: the blind check of what is tuned next
 	{"family16", 20261217, "z"}, // after family15 was run once and its misses traced to the container start: the blind check of what is tuned next
+	{"family17", 20261218, "a"}, // after family16 was the blind check of parked processes (simulate -parked 2): the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
