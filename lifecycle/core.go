@@ -81,11 +81,13 @@ type Options struct {
 	// group do, until the writer labels it out of routing, and its
 	// readiness is not yet reported for replicas out of service.
 	NoStandby bool
-	// Parked is how many processes each function keeps started ahead of
-	// its placements, off the GPU (parked.go): a backend that can give a
-	// started process its GPU settings. 0: none, every replica starts its
-	// own process.
-	Parked int
+	// CanPark says which functions the backend can keep processes of
+	// started ahead of their placements, off the GPU (parked.go): those
+	// whose process it can hand its GPU settings after its start. Each
+	// keeps the number its spec asks (scheduler.ScalePolicy.Parked). nil:
+	// none, every replica starts its own process. It is called during
+	// operations, so it must not block or do I/O.
+	CanPark func(scheduler.Function) bool
 	// Plan overrides how a function's spec becomes its plan (the
 	// simulator's batch cap); nil: scheduler.PlanFunction.
 	Plan func(spec scheduler.Function, store *profiles.Store, product string) (scheduler.Plan, error)

@@ -20,9 +20,9 @@ import (
 // function parks on the node of its newest placement: where its next
 // replica is likeliest to go.
 //
-// Only a backend that can hand a started process its GPU settings parks
-// (Options.Parked): today the simulator. The local and Kubernetes
-// backends set none, so the core never asks them to.
+// A function asks for them (com.openfaas.gpu.parked, ScalePolicy.Parked),
+// and only a backend that can hand its process its GPU settings after its
+// start parks it (Options.CanPark).
 
 // parkedProc is one parked process.
 type parkedProc struct{ id, node string }
@@ -45,10 +45,14 @@ func (p parkedPool) all() []parkedProc { return append(slices.Clone(p.starting),
 
 func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { return p.id == id } }
 
-// parkTarget is how many processes fn keeps parked: Options.Parked, and
-// never more than the replicas it may have.
+// parkTarget is how many processes fn keeps parked: what its spec asks,
+// where the backend can park it, and never more than the replicas it may
+// have.
 func (c *Core) parkTarget(fn *function) int {
-	n := c.opts.Parked
+	if c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+		return 0
+	}
+	n := fn.spec.Scale.Parked
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
 		n = m
 	}

@@ -4,7 +4,18 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
+
+// parkAll is a backend that can park every function.
+func parkAll(scheduler.Function) bool { return true }
+
+// parking is spec asking for n parked processes.
+func parking(spec scheduler.Function, n int) scheduler.Function {
+	spec.Scale.Parked = n
+	return spec
+}
 
 // effectsOf lists the IDs of res's effects of kind k.
 func effectsOf(res Result, k Kind) []string {
@@ -17,12 +28,12 @@ func effectsOf(res Result, k Kind) []string {
 	return ids
 }
 
-// A function keeps Options.Parked processes parked from its deploy; a
+// A function keeps the processes it asks parked from its deploy; a
 // replica placed takes the oldest ready one and its successor is asked
 // for at once; one still starting is never handed out.
 func TestParkedProcessesAreTakenAndRefilled(t *testing.T) {
-	c := New(inventory(1, 1), nil, Options{Parked: 2})
-	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+	c := New(inventory(1, 1), nil, Options{CanPark: parkAll})
+	res, err := c.Deploy(parking(fn("a", 20, 1, 1, 5), 2), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +80,18 @@ func TestParkedProcessesAreTakenAndRefilled(t *testing.T) {
 	}
 }
 
-// Without Options.Parked (the local and Kubernetes backends) nothing is
-// parked, and no Start names a process.
-func TestNothingParkedByDefault(t *testing.T) {
-	c := New(inventory(1, 1), nil, Options{})
-	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+// Where the backend cannot park a function, nothing of it is parked,
+// whatever it asks, and no Start names a process.
+func TestNothingParkedWhereTheBackendCannot(t *testing.T) {
+	for _, can := range []func(scheduler.Function) bool{nil, func(scheduler.Function) bool { return false }} {
+		c := New(inventory(1, 1), nil, Options{CanPark: can})
+		checkNothingParked(t, c)
+	}
+}
+
+func checkNothingParked(t *testing.T, c *Core) {
+	t.Helper()
+	res, err := c.Deploy(parking(fn("a", 20, 1, 1, 5), 2), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +103,7 @@ func TestNothingParkedByDefault(t *testing.T) {
 	res.Effects = append(res.Effects, c.Tick(t0.Add(time.Second)).Effects...)
 	for _, e := range res.Effects {
 		if e.Kind == Park || e.Kind == Unpark || e.Parked != "" {
-			t.Fatalf("effect %+v without Options.Parked", e)
+			t.Fatalf("effect %+v where the backend cannot park", e)
 		}
 	}
 }
@@ -96,15 +114,15 @@ func TestNothingParkedByDefault(t *testing.T) {
 func TestParkedEndWithTheirSpec(t *testing.T) {
 	for _, op := range []string{"update", "delete"} {
 		t.Run(op, func(t *testing.T) {
-			c := New(inventory(1, 1), nil, Options{Parked: 2})
-			res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+			c := New(inventory(1, 1), nil, Options{CanPark: parkAll})
+			res, err := c.Deploy(parking(fn("a", 20, 1, 1, 5), 2), t0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			old := effectsOf(res, Park)
 			c.ParkedReady(old[0], t0.Add(time.Second))
 			if op == "update" {
-				res, err = c.Update(fn("a", 30, 1, 1, 5), t0.Add(2*time.Second))
+				res, err = c.Update(parking(fn("a", 30, 1, 1, 5), 2), t0.Add(2*time.Second))
 			} else {
 				res, err = c.Delete("openfaas-fn", "a", t0.Add(2*time.Second))
 			}
@@ -137,8 +155,8 @@ func TestParkedEndWithTheirSpec(t *testing.T) {
 // A process that exits is replaced at the next tick, not at once; a
 // deploy aborted leaves nothing parked.
 func TestParkedGoneAndAbort(t *testing.T) {
-	c := New(inventory(1, 1), nil, Options{Parked: 1})
-	res, err := c.Deploy(fn("a", 20, 1, 1, 5), t0)
+	c := New(inventory(1, 1), nil, Options{CanPark: parkAll})
+	res, err := c.Deploy(parking(fn("a", 20, 1, 1, 5), 1), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +173,7 @@ func TestParkedGoneAndAbort(t *testing.T) {
 		t.Fatalf("the tick parked %v, want one new process", next)
 	}
 
-	if _, err := c.Deploy(fn("b", 20, 1, 1, 5), t0); err != nil {
+	if _, err := c.Deploy(parking(fn("b", 20, 1, 1, 5), 1), t0); err != nil {
 		t.Fatal(err)
 	}
 	c.Abort()
@@ -168,8 +186,8 @@ func TestParkedGoneAndAbort(t *testing.T) {
 // autoscaler's too, and a standby takes one as it starts.
 func TestAutoscaledStartsTakeParked(t *testing.T) {
 	store := builtinStore(t)
-	c := New(inventory(1, 2), nil, Options{Profiles: store, Parked: 2})
-	res, err := c.Deploy(rnSpec(), t0)
+	c := New(inventory(1, 2), nil, Options{Profiles: store, CanPark: parkAll})
+	res, err := c.Deploy(parking(rnSpec(), 2), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +220,8 @@ func TestAutoscaledStartsTakeParked(t *testing.T) {
 // A parked process serves only a placement on its node: a replica placed
 // on another node starts its own process, and the pool follows it there.
 func TestParkedFollowThePlacements(t *testing.T) {
-	c := New(inventory(2, 1), nil, Options{Parked: 1})
-	res, err := c.Deploy(fn("a", 60, 1, 1, 5), t0)
+	c := New(inventory(2, 1), nil, Options{CanPark: parkAll})
+	res, err := c.Deploy(parking(fn("a", 60, 1, 1, 5), 1), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,6 +319,10 @@ func TestParseScalePolicy(t *testing.T) {
 		{name: "min above max", labels: map[string]string{LabelScaleMin: "3", LabelScaleMax: "2"}, wantErr: LabelScaleMin},
 		{name: "bad zero", labels: map[string]string{LabelScaleZero: "yes please"}, wantErr: "labels." + LabelScaleZero},
 		{name: "bad duration", labels: map[string]string{LabelScaleZeroDuration: "-1s"}, wantErr: "labels." + LabelScaleZeroDuration},
+		{name: "parked", ann: map[string]string{AnnotationParked: " 2", LabelScaleMax: "4"}, want: ScalePolicy{Min: 1, Max: 4, ZeroDuration: DefaultZeroDuration, Parked: 2}},
+		{name: "parked is an annotation", labels: map[string]string{AnnotationParked: "2"}, want: ScalePolicy{Min: 1, Max: 20, ZeroDuration: DefaultZeroDuration}},
+		{name: "parked above max", ann: map[string]string{AnnotationParked: "5", LabelScaleMax: "4"}, wantErr: "annotations." + AnnotationParked},
+		{name: "bad parked", ann: map[string]string{AnnotationParked: "-1"}, wantErr: "annotations." + AnnotationParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

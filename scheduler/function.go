@@ -17,6 +17,12 @@ const (
 	LabelScaleMax          = "com.openfaas.scale.max"
 	LabelScaleZero         = "com.openfaas.scale.zero"
 	LabelScaleZeroDuration = "com.openfaas.scale.zero-duration"
+	// AnnotationParked asks for that many of the function's processes kept
+	// started ahead of its placements, off the GPU (lifecycle/parked.go).
+	// The function's server must take its GPU settings after its start
+	// (docs/replica-protocol.md), so it is the function's to ask; a backend
+	// that cannot park it runs it without.
+	AnnotationParked = "com.openfaas.gpu.parked"
 )
 
 // Scale defaults, as DESIGN.md gives them.
@@ -32,6 +38,9 @@ type ScalePolicy struct {
 	Max          int           `json:"max"`
 	Zero         bool          `json:"zero"`
 	ZeroDuration time.Duration `json:"zeroDuration"`
+	// Parked is how many processes it keeps started ahead of its
+	// placements (AnnotationParked); 0: none.
+	Parked int `json:"parked,omitempty"`
 }
 
 // ParseScalePolicy reads the com.openfaas.scale.* keys from labels, then
@@ -77,6 +86,13 @@ func ParseScalePolicy(labels, annotations map[string]string) (ScalePolicy, error
 			return ScalePolicy{}, &gpu.FieldError{Field: field, Reason: fmt.Sprintf("%q must be a positive duration such as 15m", v)}
 		}
 		p.ZeroDuration = d
+	}
+	if v, ok := annotations[AnnotationParked]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > p.Max {
+			return ScalePolicy{}, &gpu.FieldError{Field: "annotations." + AnnotationParked, Reason: fmt.Sprintf("%q must be a whole number from 0 to the function's maximum replicas (%d)", v, p.Max)}
+		}
+		p.Parked = n
 	}
 	return p, nil
 }

@@ -22,9 +22,10 @@ type Options struct {
 	// HAS-GPU's readiness probes begin (research notes §5.4).
 	ContainerStart time.Duration
 	// Parked is how many processes faas-gpu keeps started ahead of its
-	// placements per function (lifecycle.Options.Parked): a replica that
-	// takes one starts in ParkedStart instead of ContainerStart, then
-	// loads its model. 0: none, as the provider's backends today.
+	// placements per function, as if each were annotated
+	// com.openfaas.gpu.parked (lifecycle/parked.go): a replica that takes
+	// one starts in ParkedStart instead of ContainerStart, then loads its
+	// model. 0: none, as a function that does not ask.
 	Parked int
 	// ParkedStart is how long a replica that took a parked process takes
 	// before its model starts loading (its GPU settings handed over, its

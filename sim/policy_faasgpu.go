@@ -111,7 +111,9 @@ func (p *faasGPU) setup(e *Engine) {
 		Profiles: e.store, Autoscale: e.opts.Autoscale, WarmTTL: e.opts.WarmTTL, NoWarm: e.opts.NoWarm,
 		NoConsolidate: e.opts.NoConsolidate,
 		NoStandby:     e.opts.NoStandby,
-		Parked:        e.opts.Parked,
+		// Every simulated function's server could take its GPU settings
+		// after its start; each asks for Options.Parked (deploy).
+		CanPark: func(scheduler.Function) bool { return true },
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
 		NewID: func(name string) string { e.repSeq++; return fmt.Sprintf("%s-%07d", name, e.repSeq) },
@@ -132,7 +134,8 @@ func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 	spec := scheduler.Function{
 		Deployment: types.FunctionDeployment{Service: wf.Name, Namespace: "openfaas-fn"},
 		GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
-		Scale:      scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration},
+		Scale: scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration,
+			Parked: e.opts.Parked},
 	}
 	f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
 		d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}

@@ -559,7 +559,7 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.ContainerStart = v
 		return nil
 	})
-	f.integer("parked", 0, "faas-gpu keeps this many processes a function started ahead, off the GPU; a replica that takes one skips the container start (lifecycle.Options.Parked; no backend parks yet)", func(s *Spec, v int) error {
+	f.integer("parked", 0, "faas-gpu keeps this many processes a function started ahead, off the GPU, as if every function were annotated com.openfaas.gpu.parked; a replica that takes one skips the container start", func(s *Spec, v int) error {
 		if v < 0 {
 			return fmt.Errorf("-parked: %d must not be negative", v)
 		}
