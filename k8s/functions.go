@@ -30,6 +30,7 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 			if v, ok := st.core.Function(k); ok {
 				b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", v.Plan.Decision))
 			}
+			warnParked(b.log, spec)
 		}
 		return res, err
 	})
@@ -43,8 +44,21 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 		return err
 	}
 	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) (lifecycle.Result, error) {
-		return st.core.Update(spec, now)
+		res, err := st.core.Update(spec, now)
+		if err == nil {
+			warnParked(b.log, spec)
+		}
+		return res, err
 	})
+}
+
+// warnParked says that a function's parked processes are not kept here:
+// a pod's GPU is fixed when it is created (docs/scheduling.md §3c).
+func warnParked(log *zap.Logger, spec scheduler.Function) {
+	if spec.Scale.Parked > 0 {
+		log.Warn("function asks for parked processes, which the Kubernetes backend does not keep: none kept",
+			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
+	}
 }
 
 // Delete removes a function and all its objects; its GPU shares and

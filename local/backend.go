@@ -110,8 +110,13 @@ type Backend struct {
 	// pendingReason is the reason last logged for each pending replica,
 	// so a replica that keeps waiting is logged once.
 	pendingReason map[string]string
-	namespaces    map[string]types.FunctionNamespace
-	closed        bool
+	// parked are the processes started ahead of placements, by ID
+	// (parked.go); parkable says, by function, whether the backend can
+	// park it (lifecycle.Options.CanPark).
+	parked     map[string]*parkedRun
+	parkable   map[string]bool
+	namespaces map[string]types.FunctionNamespace
+	closed     bool
 }
 
 // LoadSource is what the proxy counted of a function (handlers.LoadBook):
@@ -151,6 +156,9 @@ type replica struct {
 	// modelLoads is how long the replica says each of its models took to
 	// load (docs/replica-protocol.md, loadSeconds); nil until it says.
 	modelLoads atomic.Pointer[map[string]float64]
+	// dir is its process's work dir where it is not its own ID's (a
+	// parked process taken over keeps the one it was started in).
+	dir string
 	// quiet is set once the replica is stopped: output that comes later
 	// (a grandchild's, say) is dropped, so a deleted function's log ring
 	// does not come back.
@@ -194,11 +202,12 @@ func New(cfg Config) (*Backend, error) {
 		stopCtx: stopCtx, cancelStops: cancelStops, saved: map[string][sha256.Size]byte{},
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
-		core: lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
-			NoConsolidate: cfg.NoConsolidate, NoStandby: cfg.NoStandby, NewID: newReplicaID}),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
+		parked: map[string]*parkedRun{}, parkable: map[string]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	b.core = lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
+		NoConsolidate: cfg.NoConsolidate, NoStandby: cfg.NoStandby, NewID: newReplicaID, CanPark: b.canPark})
 	if err := b.restore(); err != nil {
 		cancelStops()
 		st.close()
@@ -248,6 +257,9 @@ func (b *Backend) restore() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	for _, rec := range recs {
+		b.noteParkableLocked(rec.Function)
+	}
 	res, notes := b.core.Restore(recs, now)
 	for _, n := range notes {
 		if n.PlanErr != nil {
@@ -308,6 +320,10 @@ func (b *Backend) Close(ctx context.Context) error {
 	var jobs []stopJob
 	for _, r := range b.running {
 		jobs = append(jobs, stopJob{run: r.run, quiet: &r.quiet})
+	}
+	for _, pr := range b.parked {
+		// Not restored: a restart parks afresh.
+		jobs = append(jobs, stopJob{run: pr.run, dir: pr.dir})
 	}
 	b.mu.Unlock()
 	<-b.done
@@ -386,8 +402,13 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 		return err
 	}
 	now := time.Now()
+	k := key(spec.Namespace(), spec.Name())
+	b.noteParkableLocked(spec)
 	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Deploy(spec, now) })
 	if err != nil {
+		if !b.core.Has(k) {
+			delete(b.parkable, k)
+		}
 		return err
 	}
 	if err := b.commitLocked(&res); err != nil {
@@ -415,8 +436,12 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 		return err
 	}
 	now := time.Now()
+	k := key(spec.Namespace(), spec.Name())
+	was := b.parkable[k]
+	b.noteParkableLocked(spec)
 	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Update(spec, now) })
 	if err != nil {
+		b.parkable[k] = was
 		return err
 	}
 	if err := b.commitLocked(&res); err != nil {
@@ -459,6 +484,7 @@ func (b *Backend) Delete(ctx context.Context, ns, name string) error {
 		b.mu.Unlock()
 		return err
 	}
+	delete(b.parkable, key(ns, name))
 	stopped := b.takeStopsLocked(&res, now)
 	err = b.applyLocked(res, now)
 	b.publishRouteLocked(key(ns, name))
@@ -548,14 +574,20 @@ func (b *Backend) persist(e lifecycle.Effect) error {
 	return nil
 }
 
-// takeStopsLocked removes res's Stops of started replicas and returns
-// them as jobs, for a caller that waits for them itself.
+// takeStopsLocked removes res's Stops of started replicas and Unparks and
+// returns them as jobs, for a caller that waits for them itself.
 func (b *Backend) takeStopsLocked(res *lifecycle.Result, now time.Time) []stopJob {
 	var jobs []stopJob
 	kept := res.Effects[:0]
 	for _, e := range res.Effects {
-		if e.Kind == lifecycle.Stop {
+		switch e.Kind {
+		case lifecycle.Stop:
 			if j, ok := b.stopLocked(e, now); ok {
+				jobs = append(jobs, j)
+			}
+			continue
+		case lifecycle.Unpark:
+			if j, ok := b.unparkLocked(e); ok {
 				jobs = append(jobs, j)
 			}
 			continue
@@ -590,6 +622,12 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 		case lifecycle.Demote, lifecycle.Promote:
 			ns, name := splitKey(e.Function)
 			b.logs.Append(ns, name, e.Replica.ID, e.Why, now)
+		case lifecycle.Park:
+			b.parkLocked(e)
+		case lifecycle.Unpark:
+			if j, ok := b.unparkLocked(e); ok {
+				stops = append(stops, j)
+			}
 		}
 	}
 	for _, d := range res.Decisions {
@@ -649,7 +687,11 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 		}
 		b.logs.Append(ns, name, r.id, "replica removed", now)
 	}
-	return stopJob{run: r.run, dir: b.state.replicaDir(r.id), quiet: &r.quiet}, true
+	dir := r.dir
+	if dir == "" {
+		dir = b.state.replicaDir(r.id)
+	}
+	return stopJob{run: r.run, dir: dir, quiet: &r.quiet}, true
 }
 
 func splitKey(k string) (ns, name string) {

@@ -32,12 +32,16 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 		b.log.Info("replica started", zap.String("function", name), zap.String("replica", r.id), zap.Strings("gpus", p.GPUs), zap.String("why", e.Why))
 		b.logs.Append(ns, name, r.id, e.Why, now)
 	}
+	if pr := b.takeParkedLocked(e.Parked); pr != nil {
+		b.startFromParkedLocked(v, r, p, pr, started, now)
+		return
+	}
 	sink := func(instance, text string) {
 		if !r.quiet.Load() {
 			b.logs.Append(ns, name, instance, text, time.Now())
 		}
 	}
-	spec, err := b.replicaSpec(v, r, p)
+	spec, err := b.replicaSpec(v, r, p, b.state.replicaDir(r.id))
 	if err != nil {
 		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
 		sink(r.id, "not started: "+err.Error())
@@ -219,10 +223,30 @@ func processOf(dep types.FunctionDeployment) string {
 	return dep.EnvVars["fprocess"]
 }
 
+// writeSecrets makes dir and writes the function's secrets into it, one
+// file each.
+func (b *Backend) writeSecrets(dep types.FunctionDeployment, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("replica dir: %w", err)
+	}
+	for _, s := range dep.Secrets {
+		val, err := b.state.readSecret(dep.Namespace, s)
+		if err != nil {
+			return fmt.Errorf("secret %s: %w", s, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, s), val, 0o600); err != nil {
+			return fmt.Errorf("secret %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
 // Provider settings that must not leak into a function's environment.
 var providerEnv = map[string]bool{"port": true, "basic_auth": true, "secret_mount_path": true, "read_timeout": true, "write_timeout": true}
 
-func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.Placement) (ReplicaSpec, error) {
+// replicaSpec is what replica r of v runs with on placement p; its
+// process works in dir, which it makes.
+func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.Placement, dir string) (ReplicaSpec, error) {
 	dep := v.Spec.Deployment
 	build, wd, err := b.watchdogOf(dep)
 	if err != nil {
@@ -232,26 +256,14 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 	if build != nil && process == "" {
 		process = build.process()
 	}
-	dir := b.state.replicaDir(r.id)
 	secretsDir := filepath.Join(dir, "secrets")
 	// An emulated worker runs no program: it needs no work dir and reads no
 	// secret, and making them was most of a deploy's time (two mkdirs and
 	// their fsyncs per replica).
 	if process == "" {
 		dir, secretsDir = "", ""
-	} else {
-		if err := os.MkdirAll(secretsDir, 0o700); err != nil {
-			return ReplicaSpec{}, fmt.Errorf("replica dir: %w", err)
-		}
-		for _, s := range dep.Secrets {
-			val, err := b.state.readSecret(dep.Namespace, s)
-			if err != nil {
-				return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
-			}
-			if err := os.WriteFile(filepath.Join(secretsDir, s), val, 0o600); err != nil {
-				return ReplicaSpec{}, fmt.Errorf("secret %s: %w", s, err)
-			}
-		}
+	} else if err := b.writeSecrets(dep, secretsDir); err != nil {
+		return ReplicaSpec{}, err
 	}
 	// A local process inherits the provider's environment, less its own
 	// settings; then the image's ENV, and what every backend gives a

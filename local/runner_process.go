@@ -216,7 +216,10 @@ func (r *processRunner) spawn() (*childRun, error) {
 	port := strconv.Itoa(r.port)
 	cmd := exec.Command(r.path, r.args...)
 	cmd.Dir = r.spec.WorkDir
-	cmd.Env = childEnv(r.spec.Env, "port="+port, "PORT="+port, "http_port="+port)
+	r.mu.Lock()
+	env := r.spec.Env // a parked process's changes at its hand-over
+	r.mu.Unlock()
+	cmd.Env = childEnv(env, "port="+port, "PORT="+port, "http_port="+port)
 	// Files, not writers: the child writes straight into the pipes, so Wait
 	// does not depend on the readers, and a crash loses no buffered output.
 	cmd.Stdout, cmd.Stderr = outW, errW
@@ -320,7 +323,10 @@ func (r *processRunner) probe(run context.Context) bool {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+r.probePath, nil)
+	r.mu.Lock()
+	path, strict := r.probePath, r.probeStrict // a parked process's change at its hand-over
+	r.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+path, nil)
 	if err != nil {
 		return false
 	}
@@ -330,8 +336,8 @@ func (r *processRunner) probe(run context.Context) bool {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	ok := r.probePath == "/" || resp.StatusCode < 500
-	if r.probeStrict {
+	ok := path == "/" || resp.StatusCode < 500
+	if strict {
 		ok = resp.StatusCode >= 200 && resp.StatusCode < 300
 	}
 	if ok {
@@ -347,7 +353,7 @@ func (r *processRunner) probe(run context.Context) bool {
 	if why == "" {
 		why = http.StatusText(resp.StatusCode)
 	}
-	why = fmt.Sprintf("%s answers %d: %s", r.probePath, resp.StatusCode, why)
+	why = fmt.Sprintf("%s answers %d: %s", path, resp.StatusCode, why)
 	r.unready.Store(&why)
 	return false
 }

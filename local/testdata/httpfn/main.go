@@ -12,6 +12,13 @@
 // start, loads the one a request names in X-Model, answers GET /_/models
 // and adds X-Faas-Gpu-Models to every response. Unset, /_/models is 404.
 //
+// FAAS_GPU_PARKED=1 starts it parked (docs/replica-protocol.md, "Parked
+// processes"): GET /_/gpu answers 200 while it waits and every other
+// request 503; POST /_/gpu {"env": {...}} sets those variables, unsets
+// FAAS_GPU_PARKED and answers 200, after HTTPFN_HANDOVER_MS as a model's
+// load would take; from then on it serves, and /_/gpu is 404.
+// HTTPFN_HANDOVER_FAIL makes that POST answer 500 with its text instead.
+//
 // HTTPFN_IGNORE_TERM=1 makes it ignore SIGTERM, to test forced stops.
 // HTTPFN_UNREADY makes /_/health answer 503 with its text.
 // HTTPFN_TERM_MESSAGE makes it print that line on SIGTERM, then exit 0, as a
@@ -29,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -109,8 +117,54 @@ func (h *heldModels) use(model string) []string {
 	return append([]string(nil), h.models...)
 }
 
+// parked is set while it waits for its GPU settings.
+var parked atomic.Bool
+
+func init() { parked.Store(os.Getenv("FAAS_GPU_PARKED") == "1") }
+
+// handOver serves /_/gpu: the parked process's side of the protocol.
+func handOver(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case !parked.Load():
+		http.NotFound(w, r)
+	case r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"parked":true}`)
+	case r.Method == http.MethodPost:
+		var body struct {
+			Env map[string]string `json:"env"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, "env: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		for k, v := range body.Env {
+			_ = os.Setenv(k, v)
+		}
+		_ = os.Unsetenv("FAAS_GPU_PARKED")
+		if why := os.Getenv("HTTPFN_HANDOVER_FAIL"); why != "" {
+			http.Error(w, why, http.StatusInternalServerError)
+			return
+		}
+		ms, _ := strconv.Atoi(os.Getenv("HTTPFN_HANDOVER_MS"))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		parked.Store(false)
+		fmt.Fprintln(w, "serving")
+	default:
+		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
+	}
+}
+
 func handle(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(os.Stderr, "httpfn %s %s\n", r.Method, r.URL.RequestURI())
+	if r.URL.Path == "/_/gpu" {
+		handOver(w, r)
+		return
+	}
+	if parked.Load() {
+		http.Error(w, "parked: waiting for GPU settings", http.StatusServiceUnavailable)
+		return
+	}
 	// HTTPFN_UNREADY makes /_/health answer 503 with that text, as a
 	// function that cannot load its model does.
 	if why := os.Getenv("HTTPFN_UNREADY"); why != "" && r.URL.Path == "/_/health" {

@@ -1,0 +1,284 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/faas-gpu/faas-gpu/lifecycle"
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// Parked processes (lifecycle/parked.go) here are HTTP-mode processes
+// (of-watchdog mode=http, run by processRunner) started with
+// FAAS_GPU_PARKED=1 and none of the GPU settings, which wait for them on
+// the replica protocol (docs/replica-protocol.md, "Parked processes"):
+// GET /_/gpu answers 2xx while one waits, and POST /_/gpu hands it the
+// replica's environment and answers once it serves with it.
+
+// parkedEnv marks a process started parked.
+const parkedEnv = "FAAS_GPU_PARKED"
+
+// handOverTimeout bounds a hand-over: the process loads its model in it.
+const handOverTimeout = 5 * time.Minute
+
+// parkedRun is one parked process.
+type parkedRun struct {
+	id, fn string
+	run    *processRunner
+	dir    string
+	// taken is closed when a replica takes it or it is unparked: its
+	// start-up watch ends.
+	taken chan struct{}
+}
+
+// parkableLocked says whether the backend can park spec's function here:
+// one that asks and runs as an HTTP-mode process of its own, not an
+// emulated worker, a classic one or one behind the provider's watchdog,
+// whose start the backend does not hand over.
+func (b *Backend) parkableLocked(spec scheduler.Function) bool {
+	if spec.Scale.Parked == 0 {
+		return false
+	}
+	dep := spec.Deployment
+	if processOf(dep) == "" || dep.EnvVars["mode"] != "http" {
+		return false
+	}
+	build, wd, err := b.watchdogOf(dep)
+	return err == nil && build == nil && wd == nil
+}
+
+// noteParkableLocked records, before the core sees spec, whether its
+// function's processes can be parked (Options.CanPark reads it), and says
+// so when it asks and cannot.
+func (b *Backend) noteParkableLocked(spec scheduler.Function) {
+	k := key(spec.Namespace(), spec.Name())
+	ok := b.parkableLocked(spec)
+	b.parkable[k] = ok
+	if spec.Scale.Parked > 0 && !ok {
+		b.log.Warn("function asks for parked processes but does not run as an HTTP-mode process of its own (mode=http, no template watchdog): none kept",
+			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
+	}
+}
+
+// canPark is the core's Options.CanPark: called under mu.
+func (b *Backend) canPark(spec scheduler.Function) bool {
+	return b.parkable[key(spec.Namespace(), spec.Name())]
+}
+
+// parkLocked starts a parked process and watches it until it waits for
+// its settings (the core's ParkedReady).
+func (b *Backend) parkLocked(e lifecycle.Effect) {
+	ns, name := splitKey(e.Function)
+	v, ok := b.core.Function(e.Function)
+	if !ok {
+		return
+	}
+	id := e.Replica.ID
+	dir := b.state.replicaDir(id)
+	spec, err := b.parkedSpec(v, id, dir)
+	if err != nil {
+		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
+		return
+	}
+	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
+	run := newProcessRunner(spec, sink, b.log).(*processRunner)
+	// Waiting is what a parked process is ready for.
+	run.probePath, run.probeStrict = "/_/gpu", true
+	if err := run.Start(); err != nil {
+		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
+		_ = os.RemoveAll(dir)
+		return
+	}
+	pr := &parkedRun{id: id, fn: e.Function, run: run, dir: dir, taken: make(chan struct{})}
+	b.parked[id] = pr
+	b.log.Info("process parked", zap.String("function", name), zap.String("namespace", ns), zap.String("process", id), zap.String("url", run.URL()))
+	go b.watchParked(pr)
+}
+
+// watchParked reports pr to the core once it waits for its settings.
+func (b *Backend) watchParked(pr *parkedRun) {
+	t := time.NewTicker(startupPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-pr.taken:
+			return
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		if !pr.run.Ready() {
+			continue
+		}
+		b.mu.Lock()
+		if b.parked[pr.id] == pr {
+			now := time.Now()
+			_ = b.applyLocked(b.core.ParkedReady(pr.id, now), now)
+		}
+		b.mu.Unlock()
+		return
+	}
+}
+
+// unparkLocked ends a parked process no replica took.
+func (b *Backend) unparkLocked(e lifecycle.Effect) (stopJob, bool) {
+	pr := b.parked[e.Replica.ID]
+	if pr == nil {
+		return stopJob{}, false
+	}
+	delete(b.parked, pr.id)
+	close(pr.taken)
+	_, name := splitKey(e.Function)
+	b.log.Info("parked process stopped", zap.String("function", name), zap.String("process", pr.id), zap.String("why", e.Why))
+	return stopJob{run: pr.run, dir: pr.dir}, true
+}
+
+// takeParkedLocked hands the parked process id to a replica; nil when it
+// is gone (stopped, or never started).
+func (b *Backend) takeParkedLocked(id string) *parkedRun {
+	pr := b.parked[id]
+	if pr == nil {
+		return nil
+	}
+	delete(b.parked, id)
+	close(pr.taken)
+	return pr
+}
+
+// startFromParkedLocked makes parked process pr replica r on placement p:
+// it is sent the replica's environment, and the replica is ready once the
+// process answers with it. A hand-over that fails loses the replica, as a
+// process that died would (the core places another).
+func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p scheduler.Placement, pr *parkedRun, started, now time.Time) {
+	ns, name := splitKey(r.fn)
+	spec, err := b.replicaSpec(v, r, p, pr.dir)
+	if err != nil {
+		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
+		b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir}})
+		return
+	}
+	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
+	b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
+	settings := handOverSettings(lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
+		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}))
+	run := &handedOver{processRunner: pr.run}
+	r.run, r.dir = run, pr.dir
+	b.running[r.id] = r
+	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
+		zap.String("node", p.Node), zap.Strings("gpus", p.GPUs), zap.Int("smPercent", p.Slice.SMPercent),
+		zap.Int("batch", r.config.Batch), zap.String("parkedProcess", pr.id), zap.String("url", pr.run.URL()))
+	b.logs.Append(ns, name, pr.id, fmt.Sprintf("becomes replica %s on %s GPU %s with %d%% SM", r.id, p.Node, strings.Join(p.GPUs, ","), p.Slice.SMPercent), now)
+	b.stopping.Add(1) // Close waits for the hand-over
+	go func() {
+		defer b.stopping.Done()
+		ctx, cancel := context.WithTimeout(b.stopCtx, handOverTimeout)
+		defer cancel()
+		err := pr.run.handOver(ctx, spec.Env, settings)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.running[r.id] != r || b.closed {
+			return // stopped meanwhile: its stop ends the process
+		}
+		now := time.Now()
+		if err != nil {
+			b.log.Error("parked process not handed over: replica lost", zap.String("replica", r.id), zap.String("process", pr.id), zap.Error(err))
+			b.logs.Append(ns, name, r.id, "not started: "+err.Error(), now)
+			delete(b.running, r.id)
+			b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir, quiet: &r.quiet}})
+			_ = b.applyLocked(b.core.ReplicaGone(r.id, now), now)
+			return
+		}
+		run.done.Store(true)
+		b.readiedLocked(r, time.Since(started), now)
+		b.publishRouteLocked(r.fn)
+	}()
+}
+
+// handedOver is a parked process that serves as a replica: it answered as
+// a parked one, so it is ready only once its hand-over is done.
+type handedOver struct {
+	*processRunner
+	done atomic.Bool
+}
+
+func (h *handedOver) Ready() bool { return h.done.Load() && h.processRunner.Ready() }
+
+// parkedSpec is what a parked process of v runs with: the provider's
+// environment less its own settings, the function's variables, its
+// secrets, and FAAS_GPU_PARKED=1; no GPU settings.
+func (b *Backend) parkedSpec(v lifecycle.FunctionView, id, dir string) (ReplicaSpec, error) {
+	dep := v.Spec.Deployment
+	secretsDir := filepath.Join(dir, "secrets")
+	if err := b.writeSecrets(dep, secretsDir); err != nil {
+		return ReplicaSpec{}, err
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] && !strings.HasPrefix(k, "CUDA_") && k != "NVIDIA_VISIBLE_DEVICES" {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(dep.EnvVars))
+	for k := range dep.EnvVars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+dep.EnvVars[k])
+	}
+	env = append(env, parkedEnv+"=1", "secret_mount_path="+secretsDir+"/")
+	return ReplicaSpec{ID: id, Function: dep.Service, Namespace: dep.Namespace, Process: processOf(dep), HTTPMode: true, Env: env, WorkDir: dir}, nil
+}
+
+// handOverSettings are the variables a hand-over sends: the replica's
+// rendered environment.
+func handOverSettings(vars []lifecycle.EnvVar) map[string]string {
+	m := make(map[string]string, len(vars))
+	for _, e := range vars {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// handOver gives a parked process the settings of the replica it becomes
+// (POST /_/gpu) and returns once it serves with them. From then on a
+// restart starts it as that replica (env), and readiness is a replica's.
+func (r *processRunner) handOver(ctx context.Context, env []string, settings map[string]string) error {
+	body, err := json.Marshal(struct {
+		Env map[string]string `json:"env"`
+	}{settings})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL()+"/_/gpu", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("hand-over: POST /_/gpu answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	r.mu.Lock()
+	r.spec.Env = env
+	r.probePath, r.probeStrict = "/", false
+	r.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,185 @@
+package local
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
+)
+
+// parkingSpec is an HTTP-mode httpfn function asking for n parked
+// processes, with env added to its variables.
+func parkingSpec(t *testing.T, name string, n int, env map[string]string) scheduler.Function {
+	spec := fnSpec(name, 30, 2<<30)
+	spec.Deployment.EnvProcess = httpfnBinary(t)
+	spec.Deployment.EnvVars = map[string]string{"mode": "http"}
+	for k, v := range env {
+		spec.Deployment.EnvVars[k] = v
+	}
+	spec.Scale.Parked = n
+	return spec
+}
+
+// parkedNow lists b's parked processes, ready or not.
+func parkedNow(b *Backend) []*parkedRun {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*parkedRun
+	for _, pr := range b.parked {
+		out = append(out, pr)
+	}
+	return out
+}
+
+func parkedReady(b *Backend, fn string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ready, _ := b.core.Parked(key(DefaultNamespace, fn))
+	return ready
+}
+
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+// A function that asks for a parked process gets one, started without GPU
+// settings; a replica placed later is that process, given its settings on
+// the replica protocol (no second start), and the pool is refilled. A
+// delete ends every process, parked or not.
+func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	if err := b.Deploy(ctx, parkingSpec(t, "parky", 1, map[string]string{"HTTPFN_HANDOVER_MS": "50"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a process parked and waiting", func() bool { return parkedReady(b, "parky") == 1 })
+	parked := parkedNow(b)
+	if len(parked) != 1 {
+		t.Fatalf("%d processes parked, want 1", len(parked))
+	}
+	pr := parked[0]
+	pid := pr.run.pid()
+	// What it was started with: no GPU settings, and told it is parked.
+	if environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ"); err == nil {
+		vars := strings.Split(string(environ), "\x00")
+		if !slices.Contains(vars, "FAAS_GPU_PARKED=1") || slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=") }) {
+			t.Fatalf("a parked process started with %q, want FAAS_GPU_PARKED=1 and no GPU settings", vars)
+		}
+	}
+	if got := getBody(t, pr.run.URL()+"/"); !strings.HasPrefix(got, "parked") {
+		t.Fatalf("a parked process answers %q to a request, want that it is parked", got)
+	}
+
+	if err := b.Scale(ctx, DefaultNamespace, "parky", 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "two replicas serving", func() bool {
+		rt, err := b.Route(DefaultNamespace, "parky", "")
+		return err == nil && len(rt.Endpoints) == 2
+	})
+	b.mu.Lock()
+	var took *replica
+	for _, r := range b.running {
+		if h, ok := r.run.(*handedOver); ok && h.processRunner == pr.run {
+			took = r
+		}
+	}
+	b.mu.Unlock()
+	if took == nil {
+		t.Fatal("no replica took the parked process")
+	}
+	if pr.run.pid() != pid || pr.run.starts.Load() != 1 {
+		t.Fatalf("the replica's process is pid %d after %d starts, want the parked pid %d started once", pr.run.pid(), pr.run.starts.Load(), pid)
+	}
+	url := took.run.URL()
+	if got, want := getBody(t, url+"/env/CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), strconv.Itoa(took.config.SMPercent); got != want || want == "0" {
+		t.Fatalf("the replica's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is %q, want its slice's %s", got, want)
+	}
+	if got := getBody(t, url+"/env/FAAS_GPU_PARKED"); got != "" {
+		t.Fatalf("FAAS_GPU_PARKED=%q after the hand-over", got)
+	}
+	eventually(t, 10*time.Second, "the pool refilled", func() bool { return parkedReady(b, "parky") == 1 })
+	refill := parkedNow(b)
+	if len(refill) != 1 || refill[0] == pr {
+		t.Fatalf("parked after the take: %d processes, want one new", len(refill))
+	}
+	pids := []int{pid, refill[0].run.pid()}
+
+	if err := b.Delete(ctx, DefaultNamespace, "parky"); err != nil {
+		t.Fatal(err)
+	}
+	if left := parkedNow(b); len(left) != 0 {
+		t.Fatalf("%d processes parked after the delete", len(left))
+	}
+	for _, p := range pids {
+		eventually(t, 10*time.Second, "process "+strconv.Itoa(p)+" gone", func() bool { return syscall.Kill(p, 0) != nil })
+	}
+}
+
+// A hand-over the process refuses loses that replica, as a process that
+// died would: the core places another, which starts a process of its own.
+func TestRefusedHandOverLosesTheReplica(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	if err := b.Deploy(ctx, parkingSpec(t, "refuser", 1, map[string]string{"HTTPFN_HANDOVER_FAIL": "no GPU for me"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a process parked and waiting", func() bool { return parkedReady(b, "refuser") == 1 })
+	refused := parkedNow(b)[0]
+	pid := refused.run.pid()
+	if err := b.Scale(ctx, DefaultNamespace, "refuser", 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "two replicas serving, none the refusing process", func() bool {
+		rt, err := b.Route(DefaultNamespace, "refuser", "")
+		if err != nil || len(rt.Endpoints) != 2 {
+			return false
+		}
+		for _, ep := range rt.Endpoints {
+			if ep.URL == refused.run.URL() {
+				t.Fatalf("the process that refused its hand-over serves as %s", ep.ID)
+			}
+		}
+		return true
+	})
+	// It was taken, refused and stopped; not left parked.
+	eventually(t, 10*time.Second, "the refusing process stopped", func() bool { return syscall.Kill(pid, 0) != nil })
+	if slices.Contains(parkedNow(b), refused) {
+		t.Fatal("the refusing process is still parked")
+	}
+}
+
+// Only a function run as an HTTP-mode process of its own is parked; one
+// that asks and is an emulated worker runs without, and deploys as ever.
+func TestOnlyHTTPProcessesPark(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	spec := fnSpec("emu", 30, 2<<30)
+	spec.Scale.Parked = 2
+	if err := b.Deploy(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	ready, starting := b.core.Parked(key(DefaultNamespace, "emu"))
+	b.mu.Unlock()
+	if ready+starting != 0 || len(parkedNow(b)) != 0 {
+		t.Fatalf("an emulated function has %d parked, %d parking", ready, starting)
+	}
+}
