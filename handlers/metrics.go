@@ -14,7 +14,7 @@ type collector struct {
 	rep GPUReporter
 
 	smAllocated, memAllocated, memCapacity, gpuReplicas *prometheus.Desc
-	fnReplicas, fnSlice, fnRate, fnSLO                  *prometheus.Desc
+	fnReplicas, fnSlice, fnRate, fnSLO, fnParked        *prometheus.Desc
 	pending                                             *prometheus.Desc
 	cacheHits, cacheNodeHits, cacheMisses, evictions    *prometheus.Desc
 	decisions, decisionSeconds, autoscaler              *prometheus.Desc
@@ -47,6 +47,7 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		fnSlice:          d("function_slice_sm_percent", "SM % a new replica of the function gets.", "function", "namespace"),
 		fnRate:           d("function_request_rate", "Smoothed request rate the autoscaler sees, requests per second.", "function", "namespace"),
 		fnSLO:            d("function_slo_seconds", "The function's latency SLO (com.openfaas.gpu.slo); absent without one.", "function", "namespace"),
+		fnParked:         d("function_parked_processes", "Processes of the function started ahead of its placements, off the GPU, waiting for one (com.openfaas.gpu.parked).", "function", "namespace"),
 		pending:          d("pending_replicas", "Replicas that fit on no GPU yet, by cause: sm, memory, sm_or_memory (some GPUs lack SM %, the others memory), whole_gpus, no_gpu, port (booked, waiting for a fixed upstream port another replica holds), unknown (not tried yet).", "reason"),
 		cacheHits:        d("cache_hits_total", "Requests whose model was in the replica's GPU memory."),
 		cacheNodeHits:    d("cache_node_hits_total", "Model loads served from the node tier."),
@@ -62,7 +63,7 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.fnSLO, c.pending,
+	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.fnSLO, c.fnParked, c.pending,
 		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds, c.quarantined} {
 		ch <- d
 	}
@@ -110,6 +111,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.fnReplicas, float64(f.Idle), f.Name, f.Namespace, "idle")
 		gauge(c.fnSlice, float64(f.SMPercent), f.Name, f.Namespace)
 		gauge(c.fnRate, f.Rate, f.Name, f.Namespace)
+		gauge(c.fnParked, float64(f.Parked), f.Name, f.Namespace)
 		if slo, err := time.ParseDuration(f.SLO); err == nil && slo > 0 {
 			gauge(c.fnSLO, slo.Seconds(), f.Name, f.Namespace)
 		}

@@ -75,6 +75,13 @@ func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
 	}
 	pr := parked[0]
 	pid := pr.run.pid()
+	rep, err := b.GPUReport(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Functions) != 1 || rep.Functions[0].Parked != 1 {
+		t.Fatalf("/system/gpus shows %+v, want the function with 1 parked", rep.Functions)
+	}
 	// What it was started with: no GPU settings, and told it is parked.
 	if environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ"); err == nil {
 		vars := strings.Split(string(environ), "\x00")

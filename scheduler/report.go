@@ -72,6 +72,9 @@ type FunctionReport struct {
 	Idle        int     `json:"idle"`
 	Pending     int     `json:"pending"`
 	LastScale   string  `json:"lastScale,omitempty"`
+	// Parked are its processes started ahead of its placements, off the
+	// GPU, that wait for one (com.openfaas.gpu.parked); absent: none.
+	Parked int `json:"parked,omitempty"`
 	// Problem is why the function's replicas cannot start (a build folder
 	// with no Dockerfile, an fprocess not in it): the deploy was accepted,
 	// as OpenFaaS accepts it, so this is where the user learns of it.
