@@ -52,22 +52,7 @@ var placementEnv = map[string]bool{
 // for); every other placement variable wins over the function's.
 func RenderEnv(in EnvInput) []EnvVar {
 	dep := in.Spec.Deployment
-	var env []EnvVar
-	if dep.EnvProcess != "" {
-		env = append(env, EnvVar{"fprocess", dep.EnvProcess})
-	} else if v, ok := dep.EnvVars["fprocess"]; ok {
-		env = append(env, EnvVar{"fprocess", v})
-	}
-	keys := make([]string, 0, len(dep.EnvVars))
-	for k := range dep.EnvVars {
-		if !placementEnv[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, EnvVar{k, dep.EnvVars[k]})
-	}
+	env := FunctionEnv(in.Spec)
 	p := in.Placement
 	devices := in.Devices
 	if len(devices) != len(p.GPUs) {
@@ -109,6 +94,31 @@ func RenderEnv(in EnvInput) []EnvVar {
 	}
 	if in.Group != "" {
 		env = append(env, EnvVar{"FAAS_GPU_REPLICA_GROUP", in.Group})
+	}
+	return env
+}
+
+// FunctionEnv is the function's part of a replica's environment, the
+// first of RenderEnv's: its process as fprocess and its own variables
+// sorted by name, less those placement sets. A parked process
+// (parked.go) starts with it alone.
+func FunctionEnv(spec scheduler.Function) []EnvVar {
+	dep := spec.Deployment
+	var env []EnvVar
+	if dep.EnvProcess != "" {
+		env = append(env, EnvVar{"fprocess", dep.EnvProcess})
+	} else if v, ok := dep.EnvVars["fprocess"]; ok {
+		env = append(env, EnvVar{"fprocess", v})
+	}
+	keys := make([]string, 0, len(dep.EnvVars))
+	for k := range dep.EnvVars {
+		if !placementEnv[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, EnvVar{k, dep.EnvVars[k]})
 	}
 	return env
 }

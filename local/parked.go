@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -21,11 +20,12 @@ import (
 )
 
 // Parked processes (lifecycle/parked.go) here are HTTP-mode processes
-// (of-watchdog mode=http, run by processRunner) started with
-// FAAS_GPU_PARKED=1 and none of the GPU settings, which wait for them on
-// the replica protocol (docs/replica-protocol.md, "Parked processes"):
-// GET /_/gpu answers 2xx while one waits, and POST /_/gpu hands it the
-// replica's environment and answers once it serves with it.
+// (of-watchdog mode=http: processRunner, on its own or behind the
+// provider's watchdog) started with FAAS_GPU_PARKED=1 and none of the GPU
+// settings, which wait for them on the replica protocol
+// (docs/replica-protocol.md, "Parked processes"): GET /_/gpu answers 2xx
+// while one waits, and POST /_/gpu hands it the replica's environment and
+// answers once it serves with it.
 
 // parkedEnv marks a process started parked.
 const parkedEnv = "FAAS_GPU_PARKED"
@@ -33,10 +33,18 @@ const parkedEnv = "FAAS_GPU_PARKED"
 // handOverTimeout bounds a hand-over: the process loads its model in it.
 const handOverTimeout = 5 * time.Minute
 
+// parkedRunner is a runner that can be started parked and handed its
+// settings later: an HTTP-mode process, on its own or behind the
+// provider's watchdog.
+type parkedRunner interface {
+	runner
+	handOver(ctx context.Context, settings map[string]string) error
+}
+
 // parkedRun is one parked process.
 type parkedRun struct {
 	id, fn string
-	run    *processRunner
+	run    parkedRunner
 	dir    string
 	// taken is closed when a replica takes it or it is unparked: its
 	// start-up watch ends.
@@ -44,19 +52,26 @@ type parkedRun struct {
 }
 
 // parkableLocked says whether the backend can park spec's function here:
-// one that asks and runs as an HTTP-mode process of its own, not an
-// emulated worker, a classic one or one behind the provider's watchdog,
-// whose start the backend does not hand over.
+// one that asks and runs as an HTTP-mode process (of-watchdog mode=http),
+// on its own or behind the provider's watchdog (a template's build); not
+// an emulated worker, nor a classic, streaming or static one.
 func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 	if spec.Scale.Parked == 0 {
 		return false
 	}
 	dep := spec.Deployment
-	if processOf(dep) == "" || dep.EnvVars["mode"] != "http" {
+	build, wd, err := b.watchdogOf(dep)
+	if err != nil {
 		return false
 	}
-	build, wd, err := b.watchdogOf(dep)
-	return err == nil && build == nil && wd == nil
+	process := processOf(dep)
+	if build != nil && process == "" {
+		process = build.process()
+	}
+	if wd != nil {
+		return process != "" && wd.Mode == "http"
+	}
+	return process != "" && dep.EnvVars["mode"] == "http"
 }
 
 // noteParkableLocked records, before the core sees spec, whether its
@@ -67,7 +82,7 @@ func (b *Backend) noteParkableLocked(spec scheduler.Function) {
 	ok := b.parkableLocked(spec)
 	b.parkable[k] = ok
 	if spec.Scale.Parked > 0 && !ok {
-		b.log.Warn("function asks for parked processes but does not run as an HTTP-mode process of its own (mode=http, no template watchdog): none kept",
+		b.log.Warn("function asks for parked processes but does not run as an HTTP-mode process (mode=http): none kept",
 			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
 	}
 }
@@ -87,15 +102,18 @@ func (b *Backend) parkLocked(e lifecycle.Effect) {
 	}
 	id := e.Replica.ID
 	dir := b.state.replicaDir(id)
-	spec, err := b.parkedSpec(v, id, dir)
+	spec, err := b.replicaSpec(v, &replica{id: id, fn: e.Function}, nil, dir)
 	if err != nil {
 		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
 		return
 	}
 	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
-	run := newProcessRunner(spec, sink, b.log).(*processRunner)
-	// Waiting is what a parked process is ready for.
-	run.probePath, run.probeStrict = "/_/gpu", true
+	var run parkedRunner
+	if spec.Watchdog != nil {
+		run = newWatchdogRunner(spec, sink, b.log)
+	} else {
+		run = newProcessRunner(spec, sink, b.log).(*processRunner)
+	}
 	if err := run.Start(); err != nil {
 		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
 		_ = os.RemoveAll(dir)
@@ -163,17 +181,11 @@ func (b *Backend) takeParkedLocked(id string) *parkedRun {
 // process that died would (the core places another).
 func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p scheduler.Placement, pr *parkedRun, started, now time.Time) {
 	ns, name := splitKey(r.fn)
-	spec, err := b.replicaSpec(v, r, p, pr.dir)
-	if err != nil {
-		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
-		b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir}})
-		return
-	}
 	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
 	b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
 	settings := handOverSettings(lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
 		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}))
-	run := &handedOver{processRunner: pr.run}
+	run := &handedOver{parkedRunner: pr.run}
 	r.run, r.dir = run, pr.dir
 	b.running[r.id] = r
 	b.log.Info("replica placed", zap.String("function", name), zap.String("namespace", ns), zap.String("replica", r.id),
@@ -185,7 +197,7 @@ func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p 
 		defer b.stopping.Done()
 		ctx, cancel := context.WithTimeout(b.stopCtx, handOverTimeout)
 		defer cancel()
-		err := pr.run.handOver(ctx, spec.Env, settings)
+		err := pr.run.handOver(ctx, settings)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.running[r.id] != r || b.closed {
@@ -209,37 +221,18 @@ func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p 
 // handedOver is a parked process that serves as a replica: it answered as
 // a parked one, so it is ready only once its hand-over is done.
 type handedOver struct {
-	*processRunner
+	parkedRunner
 	done atomic.Bool
 }
 
-func (h *handedOver) Ready() bool { return h.done.Load() && h.processRunner.Ready() }
+func (h *handedOver) Ready() bool { return h.done.Load() && h.parkedRunner.Ready() }
 
-// parkedSpec is what a parked process of v runs with: the provider's
-// environment less its own settings, the function's variables, its
-// secrets, and FAAS_GPU_PARKED=1; no GPU settings.
-func (b *Backend) parkedSpec(v lifecycle.FunctionView, id, dir string) (ReplicaSpec, error) {
-	dep := v.Spec.Deployment
-	secretsDir := filepath.Join(dir, "secrets")
-	if err := b.writeSecrets(dep, secretsDir); err != nil {
-		return ReplicaSpec{}, err
+// Unready passes on why the process is not ready, where it says.
+func (h *handedOver) Unready() string {
+	if u, ok := h.parkedRunner.(interface{ Unready() string }); ok {
+		return u.Unready()
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] && !strings.HasPrefix(k, "CUDA_") && k != "NVIDIA_VISIBLE_DEVICES" {
-			env = append(env, kv)
-		}
-	}
-	keys := make([]string, 0, len(dep.EnvVars))
-	for k := range dep.EnvVars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+dep.EnvVars[k])
-	}
-	env = append(env, parkedEnv+"=1", "secret_mount_path="+secretsDir+"/")
-	return ReplicaSpec{ID: id, Function: dep.Service, Namespace: dep.Namespace, Process: processOf(dep), HTTPMode: true, Env: env, WorkDir: dir}, nil
+	return ""
 }
 
 // handOverSettings are the variables a hand-over sends: the replica's
@@ -254,8 +247,9 @@ func handOverSettings(vars []lifecycle.EnvVar) map[string]string {
 
 // handOver gives a parked process the settings of the replica it becomes
 // (POST /_/gpu) and returns once it serves with them. From then on a
-// restart starts it as that replica (env), and readiness is a replica's.
-func (r *processRunner) handOver(ctx context.Context, env []string, settings map[string]string) error {
+// restart starts it as that replica (its environment with the settings,
+// not parked), and readiness is a replica's.
+func (r *processRunner) handOver(ctx context.Context, settings map[string]string) error {
 	body, err := json.Marshal(struct {
 		Env map[string]string `json:"env"`
 	}{settings})
@@ -276,9 +270,39 @@ func (r *processRunner) handOver(ctx context.Context, env []string, settings map
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("hand-over: POST /_/gpu answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
 	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	r.mu.Lock()
-	r.spec.Env = env
-	r.probePath, r.probeStrict = "/", false
+	env := make([]string, 0, len(r.spec.Env)+len(keys))
+	for _, kv := range r.spec.Env {
+		if k, _, _ := strings.Cut(kv, "="); k != parkedEnv {
+			if _, set := settings[k]; set {
+				continue
+			}
+			env = append(env, kv)
+		}
+	}
+	for _, k := range keys {
+		env = append(env, k+"="+settings[k])
+	}
+	r.spec.Env, r.spec.Parked = env, false
+	r.probePath, r.probeStrict = r.handedProbe.path, r.handedProbe.strict
 	r.mu.Unlock()
 	return nil
+}
+
+// handOver passes a parked watchdog replica's settings to its function's
+// process; the watchdog itself needs none.
+func (r *watchdogRunner) handOver(ctx context.Context, settings map[string]string) error {
+	r.mu.Lock()
+	inner := r.inner
+	r.mu.Unlock()
+	p, ok := inner.(*processRunner)
+	if !ok {
+		return fmt.Errorf("hand-over: replica %s runs no HTTP-mode process", r.spec.ID)
+	}
+	return p.handOver(ctx, settings)
 }

@@ -57,15 +57,47 @@ func getBody(t *testing.T, url string) string {
 	return string(body)
 }
 
+// procOf is the HTTP-mode process a parked runner runs: its own, or the
+// one behind its watchdog.
+func procOf(t *testing.T, run parkedRunner) *processRunner {
+	t.Helper()
+	switch r := run.(type) {
+	case *processRunner:
+		return r
+	case *watchdogRunner:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if p, ok := r.inner.(*processRunner); ok {
+			return p
+		}
+	}
+	t.Fatalf("parked runner %T runs no HTTP-mode process", run)
+	return nil
+}
+
 // A function that asks for a parked process gets one, started without GPU
 // settings; a replica placed later is that process, given its settings on
 // the replica protocol (no second start), and the pool is refilled. A
-// delete ends every process, parked or not.
+// delete ends every process, parked or not. The same on its own and
+// behind the provider's watchdog (a function with watchdog settings, as a
+// template's build is).
 func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"own process", map[string]string{"HTTPFN_HANDOVER_MS": "50"}},
+		{"behind the watchdog", map[string]string{"HTTPFN_HANDOVER_MS": "50", "exec_timeout": "30s"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkParkedBecomesReplica(t, tt.env) })
+	}
+}
+
+func checkParkedBecomesReplica(t *testing.T, env map[string]string) {
 	b := newBackend(t, t.TempDir())
 	defer b.Close(context.Background())
 	ctx := context.Background()
-	if err := b.Deploy(ctx, parkingSpec(t, "parky", 1, map[string]string{"HTTPFN_HANDOVER_MS": "50"})); err != nil {
+	if err := b.Deploy(ctx, parkingSpec(t, "parky", 1, env)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "a process parked and waiting", func() bool { return parkedReady(b, "parky") == 1 })
@@ -74,7 +106,8 @@ func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
 		t.Fatalf("%d processes parked, want 1", len(parked))
 	}
 	pr := parked[0]
-	pid := pr.run.pid()
+	proc := procOf(t, pr.run)
+	pid := proc.pid()
 	rep, err := b.GPUReport(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +136,7 @@ func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
 	b.mu.Lock()
 	var took *replica
 	for _, r := range b.running {
-		if h, ok := r.run.(*handedOver); ok && h.processRunner == pr.run {
+		if h, ok := r.run.(*handedOver); ok && h.parkedRunner == pr.run {
 			took = r
 		}
 	}
@@ -111,8 +144,8 @@ func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
 	if took == nil {
 		t.Fatal("no replica took the parked process")
 	}
-	if pr.run.pid() != pid || pr.run.starts.Load() != 1 {
-		t.Fatalf("the replica's process is pid %d after %d starts, want the parked pid %d started once", pr.run.pid(), pr.run.starts.Load(), pid)
+	if proc.pid() != pid || proc.starts.Load() != 1 {
+		t.Fatalf("the replica's process is pid %d after %d starts, want the parked pid %d started once", proc.pid(), proc.starts.Load(), pid)
 	}
 	url := took.run.URL()
 	if got, want := getBody(t, url+"/env/CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), strconv.Itoa(took.config.SMPercent); got != want || want == "0" {
@@ -126,7 +159,7 @@ func TestParkedProcessBecomesTheNextReplica(t *testing.T) {
 	if len(refill) != 1 || refill[0] == pr {
 		t.Fatalf("parked after the take: %d processes, want one new", len(refill))
 	}
-	pids := []int{pid, refill[0].run.pid()}
+	pids := []int{pid, procOf(t, refill[0].run).pid()}
 
 	if err := b.Delete(ctx, DefaultNamespace, "parky"); err != nil {
 		t.Fatal(err)
@@ -150,7 +183,7 @@ func TestRefusedHandOverLosesTheReplica(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "a process parked and waiting", func() bool { return parkedReady(b, "refuser") == 1 })
 	refused := parkedNow(b)[0]
-	pid := refused.run.pid()
+	pid := procOf(t, refused.run).pid()
 	if err := b.Scale(ctx, DefaultNamespace, "refuser", 2); err != nil {
 		t.Fatal(err)
 	}

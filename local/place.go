@@ -41,7 +41,7 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 			b.logs.Append(ns, name, instance, text, time.Now())
 		}
 	}
-	spec, err := b.replicaSpec(v, r, p, b.state.replicaDir(r.id))
+	spec, err := b.replicaSpec(v, r, &p, b.state.replicaDir(r.id))
 	if err != nil {
 		b.log.Error("replica not started", zap.String("replica", r.id), zap.Error(err))
 		sink(r.id, "not started: "+err.Error())
@@ -241,12 +241,20 @@ func (b *Backend) writeSecrets(dep types.FunctionDeployment, dir string) error {
 	return nil
 }
 
+// gpuEnv reports whether variable k would give a process GPU settings, which
+// a parked one must not have before its hand-over.
+func gpuEnv(k string) bool {
+	return strings.HasPrefix(k, "CUDA_") || strings.HasPrefix(k, "NVIDIA_") || strings.HasPrefix(k, "FAAS_GPU_")
+}
+
 // Provider settings that must not leak into a function's environment.
 var providerEnv = map[string]bool{"port": true, "basic_auth": true, "secret_mount_path": true, "read_timeout": true, "write_timeout": true}
 
 // replicaSpec is what replica r of v runs with on placement p; its
-// process works in dir, which it makes.
-func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.Placement, dir string) (ReplicaSpec, error) {
+// process works in dir, which it makes. With no placement it is a parked
+// process (parked.go): the function's variables and FAAS_GPU_PARKED=1,
+// none of the GPU settings, not even the provider's own.
+func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p *scheduler.Placement, dir string) (ReplicaSpec, error) {
 	dep := v.Spec.Deployment
 	build, wd, err := b.watchdogOf(dep)
 	if err != nil {
@@ -270,16 +278,23 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 	// replica.
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] {
+		if k, _, _ := strings.Cut(kv, "="); !providerEnv[k] && (p != nil || !gpuEnv(k)) {
 			env = append(env, kv)
 		}
 	}
 	if build != nil {
 		env = append(env, build.imageEnv()...)
 	}
-	for _, e := range lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
-		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}) {
+	vars := lifecycle.FunctionEnv(v.Spec)
+	if p != nil {
+		vars = lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: *p,
+			MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id})
+	}
+	for _, e := range vars {
 		env = append(env, e.Name+"="+e.Value)
+	}
+	if p == nil {
+		env = append(env, parkedEnv+"=1")
 	}
 	if secretsDir != "" {
 		env = append(env, "secret_mount_path="+secretsDir+"/")
@@ -292,6 +307,7 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p scheduler.
 		HTTPMode:  dep.EnvVars["mode"] == "http",
 		Env:       env,
 		WorkDir:   dir,
+		Parked:    p == nil,
 		Watchdog:  wd,
 		Emulation: Emulation{
 			Latency:  b.cfg.Emulation.Latency,

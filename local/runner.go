@@ -25,6 +25,11 @@ type ReplicaSpec struct {
 	// run in it.
 	WorkDir   string
 	Emulation Emulation
+	// Parked starts its process ahead of a placement (lifecycle/parked.go):
+	// with no GPU settings, FAAS_GPU_PARKED=1 in Env, and ready while it
+	// waits for them on /_/gpu (docs/replica-protocol.md). An HTTP-mode
+	// process only, on its own or behind the watchdog.
+	Parked bool
 	// Watchdog, when set, runs the replica behind the provider's own
 	// of-watchdog: a template's build folder, or a function whose env has
 	// watchdog settings.

@@ -55,6 +55,12 @@ type processRunner struct {
 	// 404 still proves the server up).
 	probePath   string
 	probeStrict bool
+	// handedProbe is the readiness a parked process has once handed over
+	// (probePath and probeStrict as they were before it was parked).
+	handedProbe struct {
+		path   string
+		strict bool
+	}
 	// unready is the readiness path's last not-ready answer.
 	unready atomic.Pointer[string]
 
@@ -122,6 +128,11 @@ func (r *processRunner) Start() error {
 		return fmt.Errorf("start %s: already started", r.spec.ID)
 	}
 	r.started = true
+	if r.spec.Parked {
+		// Waiting for its settings is what a parked process is ready for.
+		r.handedProbe.path, r.handedProbe.strict = r.probePath, r.probeStrict
+		r.probePath, r.probeStrict = "/_/gpu", true
+	}
 	r.path, r.args, r.port = path, args, port
 	r.url = "http://127.0.0.1:" + strconv.Itoa(port)
 	// Keep-alives off: the probe must not hold connections to a child that
