@@ -77,6 +77,12 @@ def env_float(name, default, low, high):
     return v
 
 
+def listen_address(env=os.environ):
+    """Where the server listens: upstream_url, as of-watchdog reads it."""
+    up = urlparse(env.get("upstream_url") or "http://127.0.0.1:5000")
+    return up.hostname or "127.0.0.1", up.port or 5000
+
+
 class Config:
     def __init__(self, env=os.environ):
         self.model = env.get("FAAS_GPU_MODEL") or "default"
@@ -84,8 +90,7 @@ class Config:
         self.window = env_float("FAAS_GPU_BATCH_WINDOW_MS", 5.0, 0.0, 10000.0) / 1000.0
         self.mem_limit = parse_mem_limit(env.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"))
         self.max_body = env_int("FAAS_GPU_MAX_BODY", 32 << 20, 1, 1 << 34)
-        up = urlparse(env.get("upstream_url") or "http://127.0.0.1:5000")
-        self.host, self.port = up.hostname or "127.0.0.1", up.port or 5000
+        self.host, self.port = listen_address(env)
         threads = env_int("FAAS_GPU_CPU_THREADS", 0, 0, 1024)
         if threads:
             torch.set_num_threads(threads)
@@ -474,6 +479,8 @@ def make_handler(cfg, metrics, cache, batcher, state):
                 body = json.dumps({"models": [{"name": n, "bytes": b, "loadSeconds": round(loads.get(n, 0.0), 6)}
                                               for n, b in cache.resident()]})
                 return self._send(200, body, {"Content-Type": "application/json"}, models=True, count=False)
+            if path == "/_/gpu":  # a parked process's hand-over, done or never needed
+                return self._send(404, "not parked\n", count=False)
             if path == "/_/metrics":
                 return self._send(200, metrics.text(cache), {"Content-Type": "text/plain; version=0.0.4"}, count=False)
             try:
@@ -519,7 +526,100 @@ def first_load(cache, cfg, state):
         state.ready, state.error = True, ""
 
 
+def make_parked_handler(hand_over):
+    """The server of a parked process (FAAS_GPU_PARKED=1): started ahead of
+    its placement, it has none of the GPU settings and must not touch CUDA
+    before they come, since the MPS ones are read when CUDA starts. GET
+    /_/gpu says it waits; POST /_/gpu {"env": {...}} is the hand-over:
+    hand_over(env) sets them and loads the model, and the answer is 200 once
+    the process serves as the replica, else 500 with why
+    (docs/replica-protocol.md, "Parked processes")."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            pass
+
+        def _send(self, status, body, ctype="text/plain"):
+            body = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if urlparse(self.path).path == "/_/gpu":
+                return self._send(200, '{"parked": true}\n', "application/json")
+            self._send(503, "parked: waiting for GPU settings\n")
+
+        def do_POST(self):
+            if urlparse(self.path).path != "/_/gpu":
+                return self._send(503, "parked: waiting for GPU settings\n")
+            try:
+                n = int(self.headers.get("Content-Length") or 0)
+                env = json.loads(self.rfile.read(n) or b"{}").get("env")
+                if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+                    raise ValueError("want {\"env\": {NAME: VALUE, ...}}")
+            except (ValueError, AttributeError) as e:
+                return self._send(400, "bad hand-over: %s\n" % e)
+            err = hand_over(env)
+            if err:
+                return self._send(500, err + "\n")
+            self._send(200, "serving\n")
+
+        do_PUT = do_PATCH = do_DELETE = do_GET
+
+    return Handler
+
+
+def serve_replica(server):
+    """Configures the replica from the environment, loads its model and
+    makes server serve it; returns why not, or None."""
+    try:
+        cfg = Config()
+    except ValueError as e:
+        log("bad configuration", error=str(e))
+        return "bad configuration: %s" % e
+    metrics = Metrics()
+    cache = ModelCache(cfg, metrics, handler.load)
+    batcher = Batcher(cfg, metrics, cache)
+    state = State()
+    log("handed over", device=str(cfg.device), model=cfg.model, max_batch=cfg.max_batch, mem_limit=cfg.mem_limit)
+    # Here, not in the batcher's thread: the hand-over answers once the
+    # model is in, and the batcher starts after, so loads never race infer.
+    first_load(cache, cfg, state)
+    if not state.ready:
+        return state.error
+    server.RequestHandlerClass = make_handler(cfg, metrics, cache, batcher, state)
+    threading.Thread(target=batcher.run, name="batcher", daemon=True).start()
+    return None
+
+
+def main_parked():
+    host, port = listen_address()
+    server = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+    server.daemon_threads = True
+    lock, served = threading.Lock(), []
+
+    def hand_over(env):
+        with lock:
+            if served:
+                return "already handed over"
+            os.environ.update(env)
+            os.environ.pop("FAAS_GPU_PARKED", None)
+            err = serve_replica(server)
+            if err is None:
+                served.append(True)
+            return err
+
+    server.RequestHandlerClass = make_parked_handler(hand_over)
+    log("parked: waiting for GPU settings", port=port, torch=torch.__version__)
+    server.serve_forever()
+
+
 def main():
+    if os.environ.get("FAAS_GPU_PARKED") == "1":
+        return main_parked()
     try:
         cfg = Config()
     except ValueError as e:
