@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,23 +60,7 @@ functions:
 	}
 	p.waitReady(t, defaultNS, "parkedfn", 1, 3*time.Minute)
 
-	var parkedID string
-	eventually(t, 3*time.Minute, "a process of parkedfn parked and waiting", func() (bool, string) {
-		r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
-		var rep struct {
-			Functions []struct {
-				Name   string `json:"name"`
-				Parked int    `json:"parked"`
-			} `json:"functions"`
-		}
-		if err := json.Unmarshal(r.Body, &rep); err != nil || len(rep.Functions) != 1 {
-			return false, string(r.Body)
-		}
-		for _, m := range p.logEntries("process parked") {
-			parkedID, _ = m["process"].(string)
-		}
-		return rep.Functions[0].Parked == 1, "parked: " + strconv.Itoa(rep.Functions[0].Parked)
-	})
+	parkedID := p.waitParked(t, "parkedfn", 3*time.Minute)
 	// The template's own line: it imported torch and waits, model unloaded.
 	r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/system/logs?name=parkedfn&follow=false", nil, &p.Creds, nil)
 	if !strings.Contains(string(r.Body), "parked: waiting for GPU settings") || !strings.Contains(string(r.Body), parkedID) {
@@ -89,15 +72,7 @@ functions:
 		t.Fatalf("ScaleFunction parkedfn 2: %v", err)
 	}
 	p.waitReady(t, defaultNS, "parkedfn", 2, 3*time.Minute)
-	took := ""
-	for _, m := range p.logEntries("replica placed") {
-		if m["function"] == "parkedfn" && m["parkedProcess"] == parkedID {
-			took, _ = m["replica"].(string)
-		}
-	}
-	if took == "" {
-		t.Fatalf("the scale-up's replica did not take parked process %s", parkedID)
-	}
+	took, _ := p.replicaOnParked(t, "parkedfn", parkedID)
 	// Figures, not limits: a replica's placement to ready, as the provider
 	// logged it (its start-up histogram's samples).
 	for _, m := range p.logEntries("replica ready") {

@@ -43,53 +43,14 @@ func TestGatewayParkedProcess(t *testing.T) {
 	}
 	p.waitReady(t, defaultNS, "parky", 1, 30*time.Second)
 
-	parkedCount := func() int {
-		r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
-		var rep struct {
-			Functions []struct {
-				Name   string `json:"name"`
-				Parked int    `json:"parked"`
-			} `json:"functions"`
-		}
-		if err := json.Unmarshal(r.Body, &rep); err != nil {
-			t.Fatalf("GET /system/gpus: %v", err)
-		}
-		for _, f := range rep.Functions {
-			if f.Name == "parky" {
-				return f.Parked
-			}
-		}
-		return -1
-	}
-	eventually(t, 30*time.Second, "a process of parky parked and waiting", func() (bool, string) {
-		n := parkedCount()
-		return n == 1, "parked: " + strconv.Itoa(n)
-	})
-	var parkedID string
-	for _, m := range p.logEntries("process parked") {
-		if m["function"] == "parky" {
-			parkedID, _ = m["process"].(string)
-		}
-	}
-	if parkedID == "" {
-		t.Fatal(`no "process parked" log line for parky`)
-	}
+	parkedID := p.waitParked(t, "parky", 30*time.Second)
 
 	// faas-cli scale parky --replicas 2
 	if err := gw.ScaleFunction(ctx, "parky", defaultNS, 2); err != nil {
 		t.Fatalf("ScaleFunction parky 2: %v", err)
 	}
 	p.waitReady(t, defaultNS, "parky", 2, 30*time.Second)
-	var took, tookURL string
-	for _, m := range p.logEntries("replica placed") {
-		if m["function"] == "parky" && m["parkedProcess"] == parkedID {
-			took, _ = m["replica"].(string)
-			tookURL, _ = m["url"].(string)
-		}
-	}
-	if took == "" {
-		t.Fatalf("the scale-up's replica did not take parked process %s", parkedID)
-	}
+	took, tookURL := p.replicaOnParked(t, "parky", parkedID)
 	starts := 0
 	for _, r := range p.processReplicas("parky") {
 		if r.ID == took {
@@ -98,10 +59,7 @@ func TestGatewayParkedProcess(t *testing.T) {
 		starts++
 	}
 	// The first replica, the parked process and its successor.
-	eventually(t, 30*time.Second, "the pool refilled", func() (bool, string) {
-		n := parkedCount()
-		return n == 1, "parked: " + strconv.Itoa(n)
-	})
+	p.waitParked(t, "parky", 30*time.Second)
 
 	// It answers as a replica with its settings, and the function
 	// answers through the gateway.
@@ -118,4 +76,62 @@ func TestGatewayParkedProcess(t *testing.T) {
 	if starts > 3 {
 		t.Errorf("%d process starts for parky, want 3 (its first replica, the parked process, its successor)", starts)
 	}
+}
+
+// parked is how many processes /system/gpus says function fn has parked;
+// -1 when it lists no such function.
+func (p *provider) parked(t *testing.T, fn string) int {
+	t.Helper()
+	r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
+	var rep struct {
+		Functions []struct {
+			Name   string `json:"name"`
+			Parked int    `json:"parked"`
+		} `json:"functions"`
+	}
+	if err := json.Unmarshal(r.Body, &rep); err != nil {
+		t.Fatalf("GET /system/gpus: %v", err)
+	}
+	for _, f := range rep.Functions {
+		if f.Name == fn {
+			return f.Parked
+		}
+	}
+	return -1
+}
+
+// waitParked waits until function fn has one process parked and waiting,
+// and returns the ID of the last one the provider logged parking.
+func (p *provider) waitParked(t *testing.T, fn string, timeout time.Duration) string {
+	t.Helper()
+	eventually(t, timeout, "a process of "+fn+" parked and waiting", func() (bool, string) {
+		n := p.parked(t, fn)
+		return n == 1, "parked: " + strconv.Itoa(n)
+	})
+	var id string
+	for _, m := range p.logEntries("process parked") {
+		if m["function"] == fn {
+			id, _ = m["process"].(string)
+		}
+	}
+	if id == "" {
+		t.Fatalf(`no "process parked" log line for %s`, fn)
+	}
+	return id
+}
+
+// replicaOnParked is the replica of fn that took parked process id, and
+// its URL, as the provider logged its placement.
+func (p *provider) replicaOnParked(t *testing.T, fn, id string) (replica, url string) {
+	t.Helper()
+	for _, m := range p.logEntries("replica placed") {
+		if m["function"] == fn && m["parkedProcess"] == id {
+			replica, _ = m["replica"].(string)
+			url, _ = m["url"].(string)
+		}
+	}
+	if replica == "" {
+		t.Fatalf("no replica of %s took parked process %s", fn, id)
+	}
+	return replica, url
 }
