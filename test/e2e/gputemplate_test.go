@@ -91,6 +91,21 @@ func faasCLINew(t *testing.T, dir, lang, name string) {
 	copyTree(t, filepath.Join(tmpl, lang, "function"), filepath.Join(dir, name))
 }
 
+// buildStack writes stackYML as dir's stack.yml, parses it as faas-cli
+// does and shrinkwraps its functions (shrinkwrap).
+func buildStack(t *testing.T, dir, stackYML string) *stack.Services {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "stack.yml"), []byte(stackYML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	services, err := stack.ParseYAMLFile(filepath.Join(dir, "stack.yml"), "", "", true)
+	if err != nil {
+		t.Fatalf("parse stack.yml: %v", err)
+	}
+	shrinkwrap(t, dir, services)
+	return services
+}
+
 // shrinkwrap does `faas-cli build --shrinkwrap`: build/NAME is the
 // template with the handler folder as its function/.
 func shrinkwrap(t *testing.T, dir string, services *stack.Services) {
@@ -217,14 +232,7 @@ functions:
       com.openfaas.gpu.sm: "10"
       com.openfaas.gpu.memory: 64Mi
 `
-	if err := os.WriteFile(filepath.Join(dir, "stack.yml"), []byte(stackYML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	services, err := stack.ParseYAMLFile(filepath.Join(dir, "stack.yml"), "", "", true)
-	if err != nil {
-		t.Fatalf("parse stack.yml: %v", err)
-	}
-	shrinkwrap(t, dir, services)
+	services := buildStack(t, dir, stackYML)
 
 	c := newCreds(t)
 	// A short warm lifetime, so that scale to zero and back pays a real

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/openfaas/go-sdk/stack"
 )
 
 // The pytorch-gpu template parked: a function made with faas-cli new and
@@ -40,14 +37,7 @@ functions:
       com.openfaas.gpu.memory: 64Mi
       com.openfaas.gpu.parked: "1"
 `
-	if err := os.WriteFile(filepath.Join(dir, "stack.yml"), []byte(stackYML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	services, err := stack.ParseYAMLFile(filepath.Join(dir, "stack.yml"), "", "", true)
-	if err != nil {
-		t.Fatalf("parse stack.yml: %v", err)
-	}
-	shrinkwrap(t, dir, services)
+	services := buildStack(t, dir, stackYML)
 	c := newCreds(t)
 	p := startProviderWith(t, c, t.TempDir(), 0, providerOpts{Dir: dir, Env: []string{"PATH=" + pyDir + string(os.PathListSeparator) + os.Getenv("PATH")}})
 	startGateway(t, p)
