@@ -29,7 +29,7 @@ func (c *Core) Deploy(spec scheduler.Function, now time.Time) (Result, error) {
 	var res Result
 	c.grow(fn, now)
 	c.placeAll(now, &res)
-	c.refillParked(fn, c.parkNode(fn), &res)
+	c.refillParked(fn, "", &res)
 	return c.finish(res, fn), nil
 }
 
@@ -55,7 +55,7 @@ func (c *Core) Update(spec scheduler.Function, now time.Time) (Result, error) {
 	fn.desired = spec.Scale.Clamp(fn.desired)
 	c.grow(fn, now)
 	c.placeAll(now, &res)
-	c.refillParked(fn, c.parkNode(fn), &res)
+	c.refillParked(fn, "", &res)
 	return c.finish(res, fn), nil
 }
 

@@ -49,14 +49,14 @@ func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { re
 // where the backend can park it, and never more than the replicas it may
 // have.
 func (c *Core) parkTarget(fn *function) int {
-	if c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+	n := fn.spec.Scale.Parked
+	if n <= 0 || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
 		return 0
 	}
-	n := fn.spec.Scale.Parked
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
 		n = m
 	}
-	return max(n, 0)
+	return n
 }
 
 // parkNode is where fn parks: the node of its newest placed replica, else
@@ -75,10 +75,18 @@ func (c *Core) parkNode(fn *function) string {
 	return ""
 }
 
-// refillParked asks for as many parked processes as fn lacks, on node.
+// refillParked asks for as many parked processes as fn lacks, on node;
+// "": where it parks (parkNode), looked up only when it lacks any, as
+// Tick asks for every function.
 func (c *Core) refillParked(fn *function, node string, res *Result) {
 	want := c.parkTarget(fn)
-	if fn.parked.size() >= want || node == "" {
+	if fn.parked.size() >= want {
+		return
+	}
+	if node == "" {
+		node = c.parkNode(fn)
+	}
+	if node == "" {
 		return
 	}
 	saved := fn.parked.clone()

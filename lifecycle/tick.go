@@ -101,7 +101,7 @@ func (c *Core) Tick(now time.Time) Result {
 	c.placeAll(now, &res)
 	c.keepStandbys(now, &res)
 	for _, fn := range c.order {
-		c.refillParked(fn, c.parkNode(fn), &res)
+		c.refillParked(fn, "", &res)
 	}
 	return res
 }
