@@ -402,16 +402,14 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 		return err
 	}
 	now := time.Now()
-	k := key(spec.Namespace(), spec.Name())
-	b.noteParkableLocked(spec)
+	undoParkable := b.noteParkableLocked(spec)
 	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Deploy(spec, now) })
 	if err != nil {
-		if !b.core.Has(k) {
-			delete(b.parkable, k)
-		}
+		undoParkable()
 		return err
 	}
 	if err := b.commitLocked(&res); err != nil {
+		undoParkable()
 		return err
 	}
 	if v, ok := b.core.Function(key(spec.Namespace(), spec.Name())); ok {
@@ -436,15 +434,14 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 		return err
 	}
 	now := time.Now()
-	k := key(spec.Namespace(), spec.Name())
-	was := b.parkable[k]
-	b.noteParkableLocked(spec)
+	undoParkable := b.noteParkableLocked(spec)
 	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Update(spec, now) })
 	if err != nil {
-		b.parkable[k] = was
+		undoParkable()
 		return err
 	}
 	if err := b.commitLocked(&res); err != nil {
+		undoParkable()
 		return err
 	}
 	defer b.publishRouteLocked(key(spec.Namespace(), spec.Name()))
@@ -623,7 +620,7 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 			ns, name := splitKey(e.Function)
 			b.logs.Append(ns, name, e.Replica.ID, e.Why, now)
 		case lifecycle.Park:
-			b.parkLocked(e)
+			b.parkLocked(e, now)
 		case lifecycle.Unpark:
 			if j, ok := b.unparkLocked(e); ok {
 				stops = append(stops, j)

@@ -43,9 +43,9 @@ type parkedRunner interface {
 
 // parkedRun is one parked process.
 type parkedRun struct {
-	id, fn string
-	run    parkedRunner
-	dir    string
+	id  string
+	run parkedRunner
+	dir string
 	// taken is closed when a replica takes it or it is unparked: its
 	// start-up watch ends.
 	taken chan struct{}
@@ -76,15 +76,25 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 
 // noteParkableLocked records, before the core sees spec, whether its
 // function's processes can be parked (Options.CanPark reads it), and says
-// so when it asks and cannot.
-func (b *Backend) noteParkableLocked(spec scheduler.Function) {
+// so when it asks and cannot. undo puts back what was recorded before, for
+// an operation that does not hold.
+func (b *Backend) noteParkableLocked(spec scheduler.Function) (undo func()) {
 	k := key(spec.Namespace(), spec.Name())
+	was, had := b.parkable[k]
+	undo = func() {
+		if had {
+			b.parkable[k] = was
+		} else {
+			delete(b.parkable, k)
+		}
+	}
 	ok := b.parkableLocked(spec)
 	b.parkable[k] = ok
 	if spec.Scale.Parked > 0 && !ok {
 		b.log.Warn("function asks for parked processes but does not run as an HTTP-mode process (mode=http): none kept",
 			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
 	}
+	return undo
 }
 
 // canPark is the core's Options.CanPark: called under mu.
@@ -93,8 +103,9 @@ func (b *Backend) canPark(spec scheduler.Function) bool {
 }
 
 // parkLocked starts a parked process and watches it until it waits for
-// its settings (the core's ParkedReady).
-func (b *Backend) parkLocked(e lifecycle.Effect) {
+// its settings (the core's ParkedReady). One that cannot be started is
+// the core's ParkedGone: it asks for another at its next tick.
+func (b *Backend) parkLocked(e lifecycle.Effect, now time.Time) {
 	ns, name := splitKey(e.Function)
 	v, ok := b.core.Function(e.Function)
 	if !ok {
@@ -102,9 +113,14 @@ func (b *Backend) parkLocked(e lifecycle.Effect) {
 	}
 	id := e.Replica.ID
 	dir := b.state.replicaDir(id)
+	notParked := func(err error) {
+		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
+		_ = os.RemoveAll(dir)
+		_ = b.applyLocked(b.core.ParkedGone(id, now), now)
+	}
 	spec, err := b.replicaSpec(v, &replica{id: id, fn: e.Function}, nil, dir)
 	if err != nil {
-		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
+		notParked(err)
 		return
 	}
 	sink := func(instance, text string) { b.logs.Append(ns, name, instance, text, time.Now()) }
@@ -115,11 +131,10 @@ func (b *Backend) parkLocked(e lifecycle.Effect) {
 		run = newProcessRunner(spec, sink, b.log).(*processRunner)
 	}
 	if err := run.Start(); err != nil {
-		b.log.Error("process not parked", zap.String("function", name), zap.String("process", id), zap.Error(err))
-		_ = os.RemoveAll(dir)
+		notParked(err)
 		return
 	}
-	pr := &parkedRun{id: id, fn: e.Function, run: run, dir: dir, taken: make(chan struct{})}
+	pr := &parkedRun{id: id, run: run, dir: dir, taken: make(chan struct{})}
 	b.parked[id] = pr
 	b.log.Info("process parked", zap.String("function", name), zap.String("namespace", ns), zap.String("process", id), zap.String("url", run.URL()))
 	go b.watchParked(pr)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,5 +222,23 @@ func TestOnlyHTTPProcessesPark(t *testing.T) {
 	b.mu.Unlock()
 	if ready+starting != 0 || len(parkedNow(b)) != 0 {
 		t.Fatalf("an emulated function has %d parked, %d parking", ready, starting)
+	}
+}
+
+// A parked process that cannot be started is not counted as on its way:
+// the core is told it is gone, and asks for another at its next tick.
+func TestUnstartableParkedProcessIsGone(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	spec := parkingSpec(t, "broken", 1, nil)
+	spec.Deployment.EnvProcess = filepath.Join(t.TempDir(), "no-such-program")
+	if err := b.Deploy(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	ready, starting := b.core.Parked(key(DefaultNamespace, "broken"))
+	b.mu.Unlock()
+	if ready+starting != 0 || len(parkedNow(b)) != 0 {
+		t.Fatalf("a process that could not start counts as parked: %d ready, %d starting, %d running", ready, starting, len(parkedNow(b)))
 	}
 }
