@@ -197,7 +197,8 @@ func (c *Core) ParkedReady(id string, now time.Time) Result {
 	return Result{}
 }
 
-// ParkedGone records that parked process id exited before it was taken.
+// ParkedGone records that parked process id could not be started, or
+// exited before it was taken.
 // Its successor is asked for at the next Tick, not at once, so that a
 // process that cannot start is not restarted as fast as it fails.
 func (c *Core) ParkedGone(id string, now time.Time) Result {

@@ -26,9 +26,9 @@ func TestParkedProcessesAnswerAStep(t *testing.T) {
 	with, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
 	p := e.pol.(*faasGPU)
 	t.Logf("8x step, 20-s container start: %.2f %% of requests over the SLO with 2 parked (%d parked, %d taken), %.2f %% without",
-		with.SLOViolations, p.parked, p.unparked, without.SLOViolations)
-	if p.unparked == 0 || p.parked < p.unparked+2 {
-		t.Fatalf("%d processes parked and %d taken: want the pool refilled after each taken", p.parked, p.unparked)
+		with.SLOViolations, p.parked, p.taken, without.SLOViolations)
+	if p.taken == 0 || p.parked < p.taken+2 {
+		t.Fatalf("%d processes parked and %d taken: want the pool refilled after each taken", p.parked, p.taken)
 	}
 	if with.SLOViolations >= without.SLOViolations/2 {
 		t.Fatalf("parked processes should at least halve the step's misses: %.2f %% with, %.2f %% without", with.SLOViolations, without.SLOViolations)

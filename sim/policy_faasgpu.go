@@ -62,9 +62,9 @@ type faasGPU struct {
 	promoted, placed int
 	// replaced counts replicas retired by a replacement, for tests.
 	replaced int
-	// parked counts the processes parked, unparked the replicas that took
+	// parked counts the processes parked, taken the replicas that took
 	// one, for tests.
-	parked, unparked int
+	parked, taken int
 }
 
 type fgFn struct {
@@ -222,7 +222,7 @@ func (p *faasGPU) launch(e *Engine, f *fgFn, v lifecycle.ReplicaView, fromParked
 	r.share = r.sm * 100
 	r.fromParked = fromParked
 	if fromParked {
-		p.unparked++
+		p.taken++
 	}
 	p.byID[r.id] = r
 	f.live = append(f.live, r)
