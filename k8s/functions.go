@@ -55,9 +55,9 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 // warnParked says that a function's parked processes are not kept here:
 // a pod's GPU is fixed when it is created (docs/scheduling.md §3c).
 func warnParked(log *zap.Logger, spec scheduler.Function) {
-	if spec.Scale.Parked > 0 {
+	if spec.Scale.ParkedAsked() != "" {
 		log.Warn("function asks for parked processes, which the Kubernetes backend does not keep: none kept",
-			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
+			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("parked", spec.Scale.ParkedAsked()))
 	}
 }
 

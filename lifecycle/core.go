@@ -190,6 +190,11 @@ type function struct {
 	sloMenu sloMenu
 	// parked are its processes started ahead of a placement (parked.go).
 	parked parkedPool
+	// parkStarts are its starts of the last parkedMemory, and parkWindow
+	// how long its last parked process took to start: what a learnt
+	// parked count is made of (ScalePolicy.ParkedAuto).
+	parkStarts []time.Time
+	parkWindow time.Duration
 }
 
 type replica struct {

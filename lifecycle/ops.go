@@ -29,7 +29,7 @@ func (c *Core) Deploy(spec scheduler.Function, now time.Time) (Result, error) {
 	var res Result
 	c.grow(fn, now)
 	c.placeAll(now, &res)
-	c.refillParked(fn, "", &res)
+	c.refillParked(fn, "", now, &res)
 	return c.finish(res, fn), nil
 }
 
@@ -55,7 +55,7 @@ func (c *Core) Update(spec scheduler.Function, now time.Time) (Result, error) {
 	fn.desired = spec.Scale.Clamp(fn.desired)
 	c.grow(fn, now)
 	c.placeAll(now, &res)
-	c.refillParked(fn, "", &res)
+	c.refillParked(fn, "", now, &res)
 	return c.finish(res, fn), nil
 }
 
@@ -332,7 +332,7 @@ const (
 // model on.
 func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
 	model := fn.plan.Request.Model
-	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target,
+	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target, Parked: fn.parked.readyNodes(),
 		Occupied: r.replacing() && r.target == "" && !r.opens && (!r.grows || now.Before(r.roomBy)) || r.tentative})
 	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 	if err != nil && r.target != "" {
@@ -372,7 +372,7 @@ func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]
 	}
 	c.touchReplica(r)
 	r.placement, r.reason, r.reasonCode, r.phase, r.placedAt = &p, "", "", Starting, now
-	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy, Parked: c.handOver(fn, p.Node, res)})
+	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy, Parked: c.handOver(fn, p.Node, now, res)})
 	return placedOne
 }
 

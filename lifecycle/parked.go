@@ -22,10 +22,25 @@ import (
 //
 // A function asks for them (com.openfaas.gpu.parked, ScalePolicy.Parked),
 // and only a backend that can hand its process its GPU settings after its
-// start parks it (Options.CanPark).
+// start parks it (Options.CanPark). A function that asks for "auto"
+// keeps as many as its own starts showed it needs at once
+// (scheduler.ParkedNeed over its starts of the last parkedMemory).
 
-// parkedProc is one parked process.
-type parkedProc struct{ id, node string }
+// parkedMemory is how long a function's starts count towards its learnt
+// parked count: a burst that has not come back in that time stops
+// holding processes for it.
+const parkedMemory = 15 * time.Minute
+
+// parkedWindowUnseen is the start-up a learnt count assumes until one of
+// the function's parked processes has been seen to start: the longest
+// container start the simulated workloads draw.
+const parkedWindowUnseen = 30 * time.Second
+
+// parkedProc is one parked process; asked is when its Park was.
+type parkedProc struct {
+	id, node string
+	asked    time.Time
+}
 
 // parkedPool is what a function keeps parked.
 type parkedPool struct {
@@ -43,6 +58,19 @@ func (p parkedPool) clone() parkedPool {
 
 func (p parkedPool) all() []parkedProc { return append(slices.Clone(p.starting), p.ready...) }
 
+// readyNodes are the nodes where a process is ready to be taken
+// (scheduler.Hints.Parked); nil for none.
+func (p parkedPool) readyNodes() map[string]bool {
+	if len(p.ready) == 0 {
+		return nil
+	}
+	nodes := make(map[string]bool, len(p.ready))
+	for _, q := range p.ready {
+		nodes[q.node] = true
+	}
+	return nodes
+}
+
 func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { return p.id == id } }
 
 // parkTarget is how many processes fn keeps parked: what its spec asks,
@@ -50,13 +78,74 @@ func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { re
 // have.
 func (c *Core) parkTarget(fn *function) int {
 	n := fn.spec.Scale.Parked
+	if fn.spec.Scale.ParkedAuto {
+		n = scheduler.ParkedAutoMax
+	}
 	if n <= 0 || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
 		return 0
 	}
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
 		n = m
 	}
+	if fn.spec.Scale.ParkedAuto {
+		window := fn.parkWindow
+		if window <= 0 {
+			window = parkedWindowUnseen
+		}
+		n = scheduler.ParkedNeed(fn.parkStarts, window, n)
+	}
 	return n
+}
+
+// recordStart counts a start of fn towards its learnt parked count.
+func (c *Core) recordStart(fn *function, now time.Time) {
+	if !fn.spec.Scale.ParkedAuto {
+		return
+	}
+	saved := fn.parkStarts
+	fn.parkStarts = append(slices.Clone(saved), now)
+	c.onUndo(func() { fn.parkStarts = saved })
+}
+
+// forgetStarts drops fn's starts older than parkedMemory, and ends the
+// parked processes its learnt count no longer keeps: those starting
+// first, then the newest ready.
+func (c *Core) forgetStarts(fn *function, now time.Time, res *Result) {
+	if !fn.spec.Scale.ParkedAuto {
+		return
+	}
+	i := slices.IndexFunc(fn.parkStarts, func(t time.Time) bool { return now.Sub(t) < parkedMemory })
+	if i < 0 {
+		i = len(fn.parkStarts)
+	}
+	if i > 0 {
+		saved := fn.parkStarts
+		fn.parkStarts = slices.Clone(saved[i:])
+		c.onUndo(func() { fn.parkStarts = saved })
+	}
+	extra := fn.parked.size() - c.parkTarget(fn)
+	if extra <= 0 {
+		return
+	}
+	saved := fn.parked.clone()
+	c.onUndo(func() {
+		fn.parked = saved
+		for _, p := range saved.all() {
+			c.parkedBy[p.id] = fn.key
+		}
+	})
+	for ; extra > 0; extra-- {
+		var p parkedProc
+		if n := len(fn.parked.starting); n > 0 {
+			p, fn.parked.starting = fn.parked.starting[n-1], fn.parked.starting[:n-1]
+		} else {
+			n := len(fn.parked.ready)
+			p, fn.parked.ready = fn.parked.ready[n-1], fn.parked.ready[:n-1]
+		}
+		delete(c.parkedBy, p.id)
+		res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}},
+			Why: "its function's starts no longer need it"})
+	}
 }
 
 // parkNode is where fn parks: the node of its newest placed replica, else
@@ -78,7 +167,7 @@ func (c *Core) parkNode(fn *function) string {
 // refillParked asks for as many parked processes as fn lacks, on node;
 // "": where it parks (parkNode), looked up only when it lacks any, as
 // Tick asks for every function.
-func (c *Core) refillParked(fn *function, node string, res *Result) {
+func (c *Core) refillParked(fn *function, node string, now time.Time, res *Result) {
 	want := c.parkTarget(fn)
 	if fn.parked.size() >= want {
 		return
@@ -101,7 +190,7 @@ func (c *Core) refillParked(fn *function, node string, res *Result) {
 		id := c.newID(fn.spec.Name())
 		added = append(added, id)
 		c.parkedBy[id] = fn.key
-		fn.parked.starting = append(fn.parked.starting, parkedProc{id: id, node: node})
+		fn.parked.starting = append(fn.parked.starting, parkedProc{id: id, node: node, asked: now})
 		res.add(Effect{Kind: Park, Function: fn.key, Replica: ReplicaView{ID: id, Function: fn.key, Placement: &scheduler.Placement{Node: node}},
 			Why: "parked ahead of a placement"})
 	}
@@ -110,12 +199,13 @@ func (c *Core) refillParked(fn *function, node string, res *Result) {
 // handOver is the parked process a replica being started on node takes
 // (its Start's Parked; "" for none), and asks for its successor. With none
 // ready there, one of fn's parked elsewhere moves there.
-func (c *Core) handOver(fn *function, node string, res *Result) string {
+func (c *Core) handOver(fn *function, node string, now time.Time, res *Result) string {
+	c.recordStart(fn, now)
 	id := c.takeParked(fn, node)
 	if id == "" {
 		c.followParked(fn, node, res)
 	}
-	c.refillParked(fn, node, res)
+	c.refillParked(fn, node, now, res)
 	return id
 }
 
@@ -193,6 +283,7 @@ func (c *Core) ParkedReady(id string, now time.Time) Result {
 		p := fn.parked.starting[i]
 		fn.parked.starting = slices.Delete(fn.parked.starting, i, i+1)
 		fn.parked.ready = append(fn.parked.ready, p)
+		fn.parkWindow = now.Sub(p.asked)
 	}
 	return Result{}
 }

@@ -267,3 +267,49 @@ func TestParkedFollowThePlacements(t *testing.T) {
 		t.Fatalf("parked %+v, want one on %s", park, start.Replica.Placement.Node)
 	}
 }
+
+// A function that asks for "auto" keeps one parked until its starts show
+// more at once: as many as started within one parked process's start-up,
+// learnt from its first; starts older than parkedMemory are forgotten and
+// the processes they kept are ended, those still starting first.
+func TestParkedAutoFollowsTheStarts(t *testing.T) {
+	c := New(inventory(1, 2), nil, Options{CanPark: parkAll})
+	spec := fn("a", 10, 1, 1, 10)
+	spec.Scale.ParkedAuto = true
+	key := Key("openfaas-fn", "a")
+	res, err := c.Deploy(spec, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := effectsOf(res, Park)
+	if len(parked) != 1 {
+		t.Fatalf("deploy parked %v, want 1 process", parked)
+	}
+	// Its start-up is 5 s: the window its starts are counted in.
+	c.ParkedReady(parked[0], t0.Add(5*time.Second))
+
+	at := t0.Add(6 * time.Second)
+	res, _, err = c.Scale("openfaas-fn", "a", 4, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(effectsOf(res, Start)); n != 3 {
+		t.Fatalf("the scale-up started %d replicas, want 3", n)
+	}
+	// Three starts within 5 s: three parked, the one taken included.
+	if ready, starting := c.Parked(key); ready != 0 || starting != 3 {
+		t.Fatalf("after three starts at once: parked %d ready, %d starting; want 0 and 3", ready, starting)
+	}
+	if n := len(effectsOf(c.Tick(at.Add(time.Second)), Park)); n != 0 {
+		t.Fatalf("the next tick parked %d more, want none", n)
+	}
+
+	later := at.Add(parkedMemory + time.Second)
+	res = c.Tick(later)
+	if gone := effectsOf(res, Unpark); len(gone) != 2 {
+		t.Fatalf("with its starts forgotten: unparked %v, want 2 of 3", gone)
+	}
+	if ready, starting := c.Parked(key); ready+starting != 1 {
+		t.Fatalf("with its starts forgotten: parked %d ready, %d starting; want 1 in all", ready, starting)
+	}
+}

@@ -101,7 +101,8 @@ func (c *Core) Tick(now time.Time) Result {
 	c.placeAll(now, &res)
 	c.keepStandbys(now, &res)
 	for _, fn := range c.order {
-		c.refillParked(fn, "", &res)
+		c.forgetStarts(fn, now, &res)
+		c.refillParked(fn, "", now, &res)
 	}
 	return res
 }

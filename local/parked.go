@@ -56,7 +56,7 @@ type parkedRun struct {
 // on its own or behind the provider's watchdog (a template's build); not
 // an emulated worker, nor a classic, streaming or static one.
 func (b *Backend) parkableLocked(spec scheduler.Function) bool {
-	if spec.Scale.Parked == 0 {
+	if spec.Scale.ParkedAsked() == "" {
 		return false
 	}
 	dep := spec.Deployment
@@ -90,9 +90,9 @@ func (b *Backend) noteParkableLocked(spec scheduler.Function) (undo func()) {
 	}
 	ok := b.parkableLocked(spec)
 	b.parkable[k] = ok
-	if spec.Scale.Parked > 0 && !ok {
+	if spec.Scale.ParkedAsked() != "" && !ok {
 		b.log.Warn("function asks for parked processes but does not run as an HTTP-mode process (mode=http): none kept",
-			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.Int("parked", spec.Scale.Parked))
+			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("parked", spec.Scale.ParkedAsked()))
 	}
 	return undo
 }

@@ -208,11 +208,19 @@ type Hints struct {
 	// Avoid are GPUs (by UUID) not to place on: a standby's, those
 	// consolidation is emptying.
 	Avoid map[string]bool
+	// Parked are nodes where the function has a process parked and ready
+	// (lifecycle's): a replica placed there takes it and skips its
+	// container's start. It ranks after the model's locality and after
+	// needing no eviction, before best fit: ahead of locality it piled a
+	// function's replicas onto one node's GPUs (docs/evaluation.md,
+	// "Parked processes: a learnt count").
+	Parked map[string]bool
 }
 
 // Place books replica id on the best GPU for req. The score, in order:
 // the model already in that GPU's memory, else loaded recently on its node,
-// else cold; no eviction needed over evicting idle warm replicas; best fit
+// else cold; no eviction needed over evicting idle warm replicas; a node
+// where the function has a process parked (Hints.Parked); best fit
 // (the GPU left fullest in SM %, then memory, so whole GPUs stay free for
 // large slices); the profiled speed of the GPU's product; then node name and
 // GPU index. A slice that fits only once idle warm replicas go evicts them,
@@ -252,6 +260,7 @@ func (a *Allocator) Place(id string, req gpu.Request, h Hints) (Placement, []str
 }
 
 type score struct {
+	parked   bool
 	locality int // 2 on the GPU, 1 on the node, 0 cold
 	noEvict  bool
 	freeSM   int
@@ -265,6 +274,9 @@ func (s score) better(o score) bool {
 	}
 	if s.noEvict != o.noEvict {
 		return s.noEvict
+	}
+	if s.parked != o.parked {
+		return s.parked
 	}
 	if s.freeSM != o.freeSM {
 		return s.freeSM < o.freeSM
@@ -325,7 +337,7 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 		// Standbys' memory is free memory to the score: a standby never
 		// changes where a replica goes.
 		besideSpare := g.fitsBesideSpare(s)
-		sc := score{noEvict: besideSpare, freeSM: 100 - g.smUsed - s.SMPercent}
+		sc := score{parked: h.Parked[g.dev.Node], noEvict: besideSpare, freeSM: 100 - g.smUsed - s.SMPercent}
 		if besideSpare {
 			sc.freeMem = g.dev.MemoryBytes - (g.memUsed - g.spareMem) - s.MemoryBytes
 		} else {

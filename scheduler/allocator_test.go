@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
 )
 
@@ -323,6 +324,8 @@ func TestParseScalePolicy(t *testing.T) {
 		{name: "parked is an annotation", labels: map[string]string{AnnotationParked: "2"}, want: ScalePolicy{Min: 1, Max: 20, ZeroDuration: DefaultZeroDuration}},
 		{name: "parked above max", ann: map[string]string{AnnotationParked: "5", LabelScaleMax: "4"}, wantErr: "annotations." + AnnotationParked},
 		{name: "bad parked", ann: map[string]string{AnnotationParked: "-1"}, wantErr: "annotations." + AnnotationParked},
+		{name: "parked auto", ann: map[string]string{AnnotationParked: "auto "}, want: ScalePolicy{Min: 1, Max: 20, ZeroDuration: DefaultZeroDuration, ParkedAuto: true}},
+		{name: "parked auto is lower case", ann: map[string]string{AnnotationParked: "Auto"}, wantErr: "annotations." + AnnotationParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -485,5 +488,46 @@ func TestOccupiedNeverOpensAnIdleGPU(t *testing.T) {
 	}
 	if p, _, err := a.Place("n1", gpu.Request{SMPercent: 30, MemoryBytes: 4 << 30}, Hints{}); err != nil || p.GPUs[0] == busy {
 		t.Fatalf("a new replica must still open the idle GPU: %v, %v", p.GPUs, err)
+	}
+}
+
+// A node where the function has a process parked comes before best fit: a
+// replica placed there skips its container's start, which costs more than
+// a GPU opened. It comes after the model's locality, and a node with no
+// room for it is no choice at all.
+func TestParkedNodeBeforeBestFit(t *testing.T) {
+	tests := []struct {
+		name    string
+		parked  map[string]bool
+		modelOn bool // the busy GPU holds the model
+		want    string
+	}{
+		{"none parked: best fit beside the busy GPU", nil, false, "n0-g0"},
+		{"parked on the other node", map[string]bool{"n1": true}, false, "n1-g0"},
+		{"parked on a node with no room", map[string]bool{"n2": true}, false, "n0-g0"},
+		{"the model's locality first", map[string]bool{"n1": true}, true, "n0-g0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cache.New(cache.DefaultOptions)
+			a := NewAllocator(inventory([]int64{16}, []int64{16}, []int64{8}), c)
+			if _, _, err := a.Place("busy", gpu.Request{SMPercent: 60, MemoryBytes: 4 << 30}, Hints{GPU: "n0-g0"}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.modelOn {
+				c.Preload("busy", "m", 1<<30, time.Unix(0, 0))
+			}
+			if _, _, err := a.Place("full", gpu.Request{SMPercent: 10, MemoryBytes: 5 << 30}, Hints{GPU: "n2-g0"}); err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := a.Place("r", gpu.Request{Model: "m", SMPercent: 30, MemoryBytes: 4 << 30}, Hints{Model: "m", Now: time.Unix(0, 0), Parked: tt.parked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.GPUs[0] != tt.want {
+				t.Fatalf("placed on %v, want %s", p.GPUs, tt.want)
+			}
+			checkInvariants(t, a)
+		})
 	}
 }

@@ -21,8 +21,11 @@ const (
 	// started ahead of its placements, off the GPU (lifecycle/parked.go).
 	// The function's server must take its GPU settings after its start
 	// (docs/replica-protocol.md), so it is the function's to ask; a backend
-	// that cannot park it runs it without.
+	// that cannot park it runs it without. "auto" leaves the count to the
+	// function's own starts (ParkedNeed).
 	AnnotationParked = "com.openfaas.gpu.parked"
+	// ParkedAuto is AnnotationParked's value that asks for a learnt count.
+	ParkedAuto = "auto"
 )
 
 // Scale defaults, as DESIGN.md gives them.
@@ -41,6 +44,21 @@ type ScalePolicy struct {
 	// Parked is how many processes it keeps started ahead of its
 	// placements (AnnotationParked); 0: none.
 	Parked int `json:"parked,omitempty"`
+	// ParkedAuto keeps as many as the function's starts showed it needs
+	// at once (AnnotationParked "auto", ParkedNeed) instead of Parked.
+	ParkedAuto bool `json:"parkedAuto,omitempty"`
+}
+
+// ParkedAsked is what the function asked of AnnotationParked: "auto", a
+// count, or "" for none.
+func (p ScalePolicy) ParkedAsked() string {
+	switch {
+	case p.ParkedAuto:
+		return ParkedAuto
+	case p.Parked > 0:
+		return strconv.Itoa(p.Parked)
+	}
+	return ""
 }
 
 // ParseScalePolicy reads the com.openfaas.scale.* keys from labels, then
@@ -88,11 +106,16 @@ func ParseScalePolicy(labels, annotations map[string]string) (ScalePolicy, error
 		p.ZeroDuration = d
 	}
 	if v, ok := annotations[AnnotationParked]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 || n > p.Max {
-			return ScalePolicy{}, &gpu.FieldError{Field: "annotations." + AnnotationParked, Reason: fmt.Sprintf("%q must be a whole number from 0 to the function's maximum replicas (%d)", v, p.Max)}
+		v = strings.TrimSpace(v)
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == ParkedAuto:
+			p.ParkedAuto = true
+		case err != nil || n < 0 || n > p.Max:
+			return ScalePolicy{}, &gpu.FieldError{Field: "annotations." + AnnotationParked, Reason: fmt.Sprintf("%q must be %q or a whole number from 0 to the function's maximum replicas (%d)", v, ParkedAuto, p.Max)}
+		default:
+			p.Parked = n
 		}
-		p.Parked = n
 	}
 	return p, nil
 }

@@ -27,6 +27,9 @@ type Options struct {
 	// one starts in ParkedStart instead of ContainerStart, then loads its
 	// model. 0: none, as a function that does not ask.
 	Parked int
+	// ParkedAuto asks for com.openfaas.gpu.parked "auto" instead: as many
+	// as each function's starts showed it needs at once.
+	ParkedAuto bool
 	// ParkedStart is how long a replica that took a parked process takes
 	// before its model starts loading (its GPU settings handed over, its
 	// CUDA context made): 1 s.

@@ -34,3 +34,35 @@ func TestParkedProcessesAnswerAStep(t *testing.T) {
 		t.Fatalf("parked processes should at least halve the step's misses: %.2f %% with, %.2f %% without", with.SLOViolations, without.SLOViolations)
 	}
 }
+
+// Two 8x bursts on a function whose container takes 20 s to start: with
+// "auto", the first burst's starts teach the function how many to keep
+// parked, so the second finds them; one parked process, as auto keeps
+// before any burst, leaves the second burst waiting for containers again.
+func TestParkedAutoLearnsTheBursts(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	wl, err := Generator{Functions: []Function{{Name: "rn", Model: "resnet50", SLO: 100 * time.Millisecond, Max: 20}},
+		Shape: Ramp{{0, 50}, {ms(60), 50}, {ms(60.001), 400}, {ms(80), 400}, {ms(80.001), 50},
+			{ms(150), 50}, {ms(150.001), 400}, {ms(170), 400}, {ms(170.001), 50}, {ms(240), 50}},
+		Duration: 240 * time.Second, Poisson: true, Seed: 12}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := cluster(t, 1, 2)
+	// Warm replicas that outlive the gap would answer the second burst
+	// without any start: they keep their memory 20 s here.
+	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, WarmTTL: 20 * time.Second, Parked: 1}
+	one, _, _ := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	opts.Parked, opts.ParkedAuto = 0, true
+	auto, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	p := e.pol.(*faasGPU)
+	t.Logf("two 8x bursts, 20-s container start: %.2f %% of requests over the SLO with auto (%d parked, %d taken), %.2f %% with one",
+		auto.SLOViolations, p.parked, p.taken, one.SLOViolations)
+	if auto.SLOViolations >= one.SLOViolations/2 {
+		t.Fatalf("a learnt count should at least halve the misses of one parked: %.2f %% with auto, %.2f %% with one", auto.SLOViolations, one.SLOViolations)
+	}
+}

@@ -135,7 +135,7 @@ func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 		Deployment: types.FunctionDeployment{Service: wf.Name, Namespace: "openfaas-fn"},
 		GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
 		Scale: scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration,
-			Parked: e.opts.Parked},
+			Parked: e.opts.Parked, ParkedAuto: e.opts.ParkedAuto},
 	}
 	f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
 		d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}

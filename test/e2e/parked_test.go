@@ -17,7 +17,8 @@ import (
 // its processes started ahead, without GPU settings; the scale-up's
 // replica is that process (no second start), handed its settings, and the
 // function answers through the gateway with its MPS share; the pool is
-// refilled; and a bad count is a 400 that names the annotation.
+// refilled; a bad count is a 400 that names the annotation, and "auto" is
+// a count of its own.
 func TestGatewayParkedProcess(t *testing.T) {
 	httpfn := httpfnBin.get(t)
 	gatewayBin.get(t)
@@ -76,6 +77,14 @@ func TestGatewayParkedProcess(t *testing.T) {
 	if starts > 3 {
 		t.Errorf("%d process starts for parky, want 3 (its first replica, the parked process, its successor)", starts)
 	}
+
+	// "auto" is taken as a count learnt from the function's starts: one
+	// parked before any.
+	if code, err := gw.Deploy(ctx, dep("parky-auto", "auto")); err != nil || code != http.StatusAccepted {
+		t.Fatalf("deploy parky-auto with com.openfaas.gpu.parked auto: want 202, got %d, %v", code, err)
+	}
+	p.waitReady(t, defaultNS, "parky-auto", 1, 30*time.Second)
+	p.waitParked(t, "parky-auto", 30*time.Second)
 }
 
 // parked is how many processes /system/gpus says function fn has parked;
