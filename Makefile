@@ -98,7 +98,7 @@ bench-sim: build
 	./$(BIN) simulate -quiet -suite heldout -no-standby -policies faas-gpu -out $(BENCH_OUT)/no-standby $(ARGS)
 	./$(BIN) simulate -quiet -scenario cost -no-standby -policies faas-gpu $(ARGS)
 	@# The family suites: workloads drawn at random over the held-out family,
-	@# not tuned on (family2 to family17 not even looked at before their first runs).
+	@# not tuned on (family2 to family18 not even looked at before their first runs).
 	for s in $(FAMILY_SUITES); do \
 		./$(BIN) simulate -quiet -suite $$s -out $(BENCH_OUT) $(ARGS) || exit 1; \
 	done
@@ -106,6 +106,12 @@ bench-sim: build
 	@# only seed 12's draws is tuned to them (docs/evaluation.md, "Other seeds").
 	for s in 13 14 15 16; do \
 		./$(BIN) simulate -quiet -suite heldout -policies faas-gpu -seed $$s -out $(BENCH_OUT)/seed$$s $(ARGS) || exit 1; done
+	@# Every function annotated com.openfaas.gpu.parked: auto (docs/evaluation.md,
+	@# "Parked processes: a learnt count"): the held-out suite and the family suites.
+	./$(BIN) simulate -quiet -suite heldout -policies faas-gpu -parked auto -out $(BENCH_OUT)/parked-auto $(ARGS)
+	for s in $(FAMILY_SUITES); do \
+		./$(BIN) simulate -quiet -suite $$s -policies faas-gpu -parked auto -out $(BENCH_OUT)/parked-auto $(ARGS) || exit 1; \
+	done
 
 clean:
 	rm -rf bin
