@@ -46,6 +46,18 @@ func TestSpecFlags(t *testing.T) {
 			}
 			return ""
 		}},
+		{"-parked auto", []string{"-models", "resnet50", "-parked", "auto"}, func(s Spec) string {
+			if !s.Options.ParkedAuto || s.Options.Parked != 0 {
+				return "auto not taken"
+			}
+			return ""
+		}},
+		{"-parked 3", []string{"-models", "resnet50", "-parked", "3"}, func(s Spec) string {
+			if s.Options.ParkedAuto || s.Options.Parked != 3 {
+				return "count not taken"
+			}
+			return ""
+		}},
 		{"a trace with -duration", []string{"-trace", "w.csv", "-duration", "20s"}, func(s Spec) string {
 			if s.Duration != 20*time.Second {
 				return "-duration lost"
@@ -148,6 +160,8 @@ func TestSpecFlagsReject(t *testing.T) {
 		{[]string{"-models", "resnet50", "-fast-scale-up", "1.5"}, "-fast-scale-up"},
 		{[]string{"-models", "resnet50", "-slo-margin", "0"}, "-slo-margin"},
 		{[]string{"-models", "resnet50", "-slo-margin", "2.5"}, "-slo-margin"},
+		{[]string{"-models", "resnet50", "-parked", "-1"}, "-parked"},
+		{[]string{"-models", "resnet50", "-parked", "some"}, "-parked"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
