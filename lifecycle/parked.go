@@ -307,6 +307,17 @@ func (c *Core) ParkedGone(id string, now time.Time) Result {
 	return Result{}
 }
 
+// ParkedTarget is how many processes function key keeps parked: the count
+// it asks, or the one its starts taught it (ScalePolicy.ParkedAuto); 0
+// where it asks none or its backend cannot park it.
+func (c *Core) ParkedTarget(key string) int {
+	fn := c.functions[key]
+	if fn == nil {
+		return 0
+	}
+	return c.parkTarget(fn)
+}
+
 // Parked reports how many processes function key has parked: started and
 // waiting for a placement, and on their way.
 func (c *Core) Parked(key string) (ready, starting int) {

@@ -300,6 +300,9 @@ func TestParkedAutoFollowsTheStarts(t *testing.T) {
 	if ready, starting := c.Parked(key); ready != 0 || starting != 3 {
 		t.Fatalf("after three starts at once: parked %d ready, %d starting; want 0 and 3", ready, starting)
 	}
+	if n := c.ParkedTarget(key); n != 3 {
+		t.Fatalf("ParkedTarget after three starts at once = %d, want 3", n)
+	}
 	if n := len(effectsOf(c.Tick(at.Add(time.Second)), Park)); n != 0 {
 		t.Fatalf("the next tick parked %d more, want none", n)
 	}
@@ -309,7 +312,7 @@ func TestParkedAutoFollowsTheStarts(t *testing.T) {
 	if gone := effectsOf(res, Unpark); len(gone) != 2 {
 		t.Fatalf("with its starts forgotten: unparked %v, want 2 of 3", gone)
 	}
-	if ready, starting := c.Parked(key); ready+starting != 1 {
-		t.Fatalf("with its starts forgotten: parked %d ready, %d starting; want 1 in all", ready, starting)
+	if ready, starting := c.Parked(key); ready+starting != 1 || c.ParkedTarget(key) != 1 {
+		t.Fatalf("with its starts forgotten: parked %d ready, %d starting, target %d; want 1 in all", ready, starting, c.ParkedTarget(key))
 	}
 }

@@ -356,6 +356,38 @@ type stopJob struct {
 	run   runner
 	dir   string
 	quiet *atomic.Bool // the replica's: set once it is stopped
+	// inFlight counts the requests the proxy handed the replica (nil: it
+	// never served). Its stop waits for them, as a pod's termination
+	// waits for its watchdog to finish what it holds: the replica left
+	// routing first, so a replica taken out of service (a move, a resize,
+	// a scale-down) loses none of what it was sent.
+	inFlight *atomic.Int64
+}
+
+// stopDrainGrace bounds how long a stop waits for a replica's requests in
+// flight; a request that outlives it is cut, as a pod's is at its
+// termination grace period.
+const stopDrainGrace = 30 * time.Second
+
+// drain waits until the replica holds no request, stopDrainGrace passes,
+// or ctx ends (the provider shutting down).
+func (j stopJob) drain(ctx context.Context) {
+	if j.inFlight == nil || j.inFlight.Load() <= 0 {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	grace := time.NewTimer(stopDrainGrace)
+	defer grace.Stop()
+	for j.inFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-grace.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func stopAll(ctx context.Context, jobs []stopJob) {
@@ -364,6 +396,7 @@ func stopAll(ctx context.Context, jobs []stopJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			j.drain(ctx)
 			if j.run != nil {
 				_ = j.run.Stop(ctx)
 			}
@@ -688,7 +721,7 @@ func (b *Backend) stopLocked(e lifecycle.Effect, now time.Time) (stopJob, bool) 
 	if dir == "" {
 		dir = b.state.replicaDir(r.id)
 	}
-	return stopJob{run: r.run, dir: dir, quiet: &r.quiet}, true
+	return stopJob{run: r.run, dir: dir, quiet: &r.quiet, inFlight: &r.inFlight}, true
 }
 
 func splitKey(k string) (ns, name string) {

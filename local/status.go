@@ -92,10 +92,11 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 	inv := b.cfg.Inventory
 	views := b.core.Functions()
 	usage := b.core.Usage()
-	parked := make(map[string]int, len(views))
+	parked, parkedTarget := make(map[string]int, len(views)), make(map[string]int, len(views))
 	for _, v := range views {
 		k := key(v.Spec.Namespace(), v.Spec.Name())
 		parked[k], _ = b.core.Parked(k)
+		parkedTarget[k] = b.core.ParkedTarget(k)
 	}
 	running := make(map[string]*replica, len(b.running))
 	for id, r := range b.running {
@@ -123,7 +124,7 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
 			Replicas: v.Desired, Ready: ready(*v), Idle: len(v.Warm), LastScale: v.LastScale,
-			Parked: parked[key(v.Spec.Namespace(), v.Spec.Name())],
+			Parked: parked[key(v.Spec.Namespace(), v.Spec.Name())], ParkedTarget: parkedTarget[key(v.Spec.Namespace(), v.Spec.Name())],
 		}
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()

@@ -75,6 +75,9 @@ type FunctionReport struct {
 	// Parked are its processes started ahead of its placements, off the
 	// GPU, that wait for one (com.openfaas.gpu.parked); absent: none.
 	Parked int `json:"parked,omitempty"`
+	// ParkedTarget is how many it keeps parked: the count it asks, or
+	// the one its starts taught it ("auto"); absent: none.
+	ParkedTarget int `json:"parkedTarget,omitempty"`
 	// Problem is why the function's replicas cannot start (a build folder
 	// with no Dockerfile, an fprocess not in it): the deploy was accepted,
 	// as OpenFaaS accepts it, so this is where the user learns of it.

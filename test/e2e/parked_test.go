@@ -85,17 +85,32 @@ func TestGatewayParkedProcess(t *testing.T) {
 	}
 	p.waitReady(t, defaultNS, "parky-auto", 1, 30*time.Second)
 	p.waitParked(t, "parky-auto", 30*time.Second)
+	if _, target := p.parkedReport(t, "parky-auto"); target != 1 {
+		t.Errorf("/system/gpus parkedTarget of parky-auto = %d, want 1 (one start so far)", target)
+	}
+	if _, target := p.parkedReport(t, "parky"); target != 1 {
+		t.Errorf("/system/gpus parkedTarget of parky = %d, want the 1 it asks", target)
+	}
 }
 
 // parked is how many processes /system/gpus says function fn has parked;
 // -1 when it lists no such function.
 func (p *provider) parked(t *testing.T, fn string) int {
 	t.Helper()
+	n, _ := p.parkedReport(t, fn)
+	return n
+}
+
+// parkedReport is what /system/gpus says of fn's parked processes: how
+// many wait, and how many it keeps; -1, -1 when it does not list fn.
+func (p *provider) parkedReport(t *testing.T, fn string) (parked, target int) {
+	t.Helper()
 	r := mustDo(t, p.HTTP, http.MethodGet, p.URL+"/system/gpus", nil, &p.Creds, nil)
 	var rep struct {
 		Functions []struct {
-			Name   string `json:"name"`
-			Parked int    `json:"parked"`
+			Name         string `json:"name"`
+			Parked       int    `json:"parked"`
+			ParkedTarget int    `json:"parkedTarget"`
 		} `json:"functions"`
 	}
 	if err := json.Unmarshal(r.Body, &rep); err != nil {
@@ -103,10 +118,10 @@ func (p *provider) parked(t *testing.T, fn string) int {
 	}
 	for _, f := range rep.Functions {
 		if f.Name == fn {
-			return f.Parked
+			return f.Parked, f.ParkedTarget
 		}
 	}
-	return -1
+	return -1, -1
 }
 
 // waitParked waits until function fn has one process parked and waiting,
