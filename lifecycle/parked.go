@@ -58,6 +58,19 @@ func (p parkedPool) clone() parkedPool {
 
 func (p parkedPool) all() []parkedProc { return append(slices.Clone(p.starting), p.ready...) }
 
+// without is p less process id; p's slices are not changed, so that a
+// saved pool (touchParked) stays as it was.
+func (p parkedPool) without(id string) parkedPool {
+	return parkedPool{starting: slices.DeleteFunc(slices.Clone(p.starting), byID(id)), ready: slices.DeleteFunc(slices.Clone(p.ready), byID(id))}
+}
+
+// unpark ends parked process p of fn, which the caller has taken out of
+// its pool.
+func (c *Core) unpark(fn *function, p parkedProc, why string, res *Result) {
+	delete(c.parkedBy, p.id)
+	res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}}, Why: why})
+}
+
 // readyNodes are the nodes where a process is ready to be taken
 // (scheduler.Hints.Parked); nil for none.
 func (p parkedPool) readyNodes() map[string]bool {
@@ -72,6 +85,21 @@ func (p parkedPool) readyNodes() map[string]bool {
 }
 
 func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { return p.id == id } }
+
+// touchParked saves fn's pool, and who owns each process in it, for the
+// operation's undo (txn.go): an Abort puts both back as they were here.
+func (c *Core) touchParked(fn *function) {
+	saved := fn.parked.clone()
+	c.onUndo(func() {
+		for _, p := range fn.parked.all() {
+			delete(c.parkedBy, p.id)
+		}
+		fn.parked = saved
+		for _, p := range saved.all() {
+			c.parkedBy[p.id] = fn.key
+		}
+	})
+}
 
 // parkTarget is how many processes fn keeps parked: what its spec asks,
 // where the backend can park it, and never more than the replicas it may
@@ -127,24 +155,14 @@ func (c *Core) forgetStarts(fn *function, now time.Time, res *Result) {
 	if extra <= 0 {
 		return
 	}
-	saved := fn.parked.clone()
-	c.onUndo(func() {
-		fn.parked = saved
-		for _, p := range saved.all() {
-			c.parkedBy[p.id] = fn.key
-		}
-	})
+	c.touchParked(fn)
 	for ; extra > 0; extra-- {
-		var p parkedProc
+		p := fn.parked.all()[fn.parked.size()-1] // the newest ready
 		if n := len(fn.parked.starting); n > 0 {
-			p, fn.parked.starting = fn.parked.starting[n-1], fn.parked.starting[:n-1]
-		} else {
-			n := len(fn.parked.ready)
-			p, fn.parked.ready = fn.parked.ready[n-1], fn.parked.ready[:n-1]
+			p = fn.parked.starting[n-1]
 		}
-		delete(c.parkedBy, p.id)
-		res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}},
-			Why: "its function's starts no longer need it"})
+		fn.parked = fn.parked.without(p.id)
+		c.unpark(fn, p, "its function's starts no longer need it", res)
 	}
 }
 
@@ -178,17 +196,9 @@ func (c *Core) refillParked(fn *function, node string, now time.Time, res *Resul
 	if node == "" {
 		return
 	}
-	saved := fn.parked.clone()
-	var added []string
-	c.onUndo(func() {
-		fn.parked = saved
-		for _, id := range added {
-			delete(c.parkedBy, id)
-		}
-	})
+	c.touchParked(fn)
 	for fn.parked.size() < want {
 		id := c.newID(fn.spec.Name())
-		added = append(added, id)
 		c.parkedBy[id] = fn.key
 		fn.parked.starting = append(fn.parked.starting, parkedProc{id: id, node: node, asked: now})
 		res.add(Effect{Kind: Park, Function: fn.key, Replica: ReplicaView{ID: id, Function: fn.key, Placement: &scheduler.Placement{Node: node}},
@@ -216,14 +226,10 @@ func (c *Core) takeParked(fn *function, node string) string {
 	if i < 0 {
 		return ""
 	}
-	saved := fn.parked.clone()
+	c.touchParked(fn)
 	id := fn.parked.ready[i].id
-	fn.parked.ready = slices.Delete(slices.Clone(fn.parked.ready), i, i+1)
+	fn.parked = fn.parked.without(id)
 	delete(c.parkedBy, id)
-	c.onUndo(func() {
-		fn.parked = saved
-		c.parkedBy[id] = fn.key
-	})
 	return id
 }
 
@@ -237,16 +243,9 @@ func (c *Core) followParked(fn *function, node string, res *Result) {
 		return
 	}
 	p := all[i]
-	saved := fn.parked.clone()
-	fn.parked.starting = slices.DeleteFunc(slices.Clone(fn.parked.starting), byID(p.id))
-	fn.parked.ready = slices.DeleteFunc(slices.Clone(fn.parked.ready), byID(p.id))
-	delete(c.parkedBy, p.id)
-	c.onUndo(func() {
-		fn.parked = saved
-		c.parkedBy[p.id] = fn.key
-	})
-	res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}},
-		Why: "parked on " + node + " instead, where its function was placed"})
+	c.touchParked(fn)
+	fn.parked = fn.parked.without(p.id)
+	c.unpark(fn, p, "parked on "+node+" instead, where its function was placed", res)
 }
 
 // unparkAll ends every process fn has parked: it was deleted, or updated
@@ -255,18 +254,12 @@ func (c *Core) unparkAll(fn *function, why string, res *Result) {
 	if fn.parked.size() == 0 {
 		return
 	}
-	saved := fn.parked.clone()
-	for _, p := range saved.all() {
-		delete(c.parkedBy, p.id)
-		res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}}, Why: why})
-	}
+	c.touchParked(fn)
+	all := fn.parked.all()
 	fn.parked = parkedPool{}
-	c.onUndo(func() {
-		fn.parked = saved
-		for _, p := range saved.all() {
-			c.parkedBy[p.id] = fn.key
-		}
-	})
+	for _, p := range all {
+		c.unpark(fn, p, why, res)
+	}
 }
 
 // ParkedReady records that parked process id has started and waits for a
@@ -301,8 +294,7 @@ func (c *Core) ParkedGone(id string, now time.Time) Result {
 	}
 	delete(c.parkedBy, id)
 	if fn := c.functions[key]; fn != nil {
-		fn.parked.starting = slices.DeleteFunc(fn.parked.starting, byID(id))
-		fn.parked.ready = slices.DeleteFunc(fn.parked.ready, byID(id))
+		fn.parked = fn.parked.without(id)
 	}
 	return Result{}
 }

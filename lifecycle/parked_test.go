@@ -180,6 +180,25 @@ func TestParkedGoneAndAbort(t *testing.T) {
 	if ready, starting := c.Parked(Key("openfaas-fn", "b")); ready+starting != 0 || len(c.parkedBy) != 1 {
 		t.Fatalf("an aborted deploy left processes parked: %d ready, %d starting, %d known", ready, starting, len(c.parkedBy))
 	}
+
+	// An update that ends a's process, or a scale-up that takes it and
+	// parks its successor, leaves the pool as it was once aborted.
+	c.ParkedReady(next[0], t0.Add(3*time.Second))
+	for _, op := range []string{"update", "scale"} {
+		var err error
+		if op == "update" {
+			_, err = c.Update(parking(fn("a", 20, 1, 1, 5), 1), t0.Add(4*time.Second))
+		} else {
+			_, _, err = c.Scale("openfaas-fn", "a", 2, t0.Add(4*time.Second))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Abort()
+		if ready, starting := c.Parked(key); ready != 1 || starting != 0 || len(c.parkedBy) != 1 || c.parkedBy[next[0]] != key {
+			t.Fatalf("an aborted %s: %d ready, %d starting, known %v; want %s ready alone", op, ready, starting, c.parkedBy, next[0])
+		}
+	}
 }
 
 // A replica's Start takes a parked process when its scale-up is the
