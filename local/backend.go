@@ -605,7 +605,10 @@ func (b *Backend) persist(e lifecycle.Effect) error {
 }
 
 // takeStopsLocked removes res's Stops of started replicas and Unparks and
-// returns them as jobs, for a caller that waits for them itself.
+// returns them as jobs, for Delete, which waits for them itself. They do
+// not wait for their requests in flight: a function removed has its
+// requests cut, and its DELETE answers once its processes are gone, not
+// when its slowest request ends.
 func (b *Backend) takeStopsLocked(res *lifecycle.Result, now time.Time) []stopJob {
 	var jobs []stopJob
 	kept := res.Effects[:0]
@@ -613,6 +616,7 @@ func (b *Backend) takeStopsLocked(res *lifecycle.Result, now time.Time) []stopJo
 		switch e.Kind {
 		case lifecycle.Stop:
 			if j, ok := b.stopLocked(e, now); ok {
+				j.inFlight = nil
 				jobs = append(jobs, j)
 			}
 			continue
