@@ -108,6 +108,7 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		return Replacement{}, false
 	}
 	demand := in.Rate * ResizeMargin
+	pools := sz.joinsPools(menu)
 	// Candidates: every replica alone, and the k smallest by capacity
 	// (the oldest first among equals: Replicas are oldest first).
 	bySize := make([]ReplicaCapacity, len(in.Replicas))
@@ -146,6 +147,9 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		var c SliceConfig
 		ok := false
 		for _, m := range menu {
+			if len(rest) > 1 && !pools(m) {
+				continue
+			}
 			rest[len(rest)-1] = m
 			if (!ok || cheaper(m, c, sz)) && sz.serves(rest, demand) {
 				c, ok = m, true
