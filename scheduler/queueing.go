@@ -168,10 +168,12 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 	// replica whose crowded batch cannot follow a wait within the SLO
 	// makes them miss everything, whatever else the pool holds. Such a
 	// replica serves only what it holds apart, and the rest are a pool
-	// without it. Valued whole, family12's v15 (densenet169 at 61 ms,
-	// slices of 5 % unsized at 52 ms) read 25 replicas as 3.6 req/s
-	// against 179, and one tick asked for 175 more (docs/evaluation.md,
-	// "A slow replica does not sink its pool").
+	// without it. It happens when the SLO feedback tightens the planning
+	// SLO under replicas chosen at the function's own: valued whole,
+	// densenet169's 25 replicas in family12's v15 at -slo-margin 1.15
+	// (twenty of 5 %, 52 ms a request, chosen at 75 ms and planned at
+	// 61) read 3.6 req/s against 179, and one tick asked for 175 more
+	// (docs/evaluation.md, "A slow replica does not sink its pool").
 	fast, slow := splitPoolable(cs, slo)
 	if len(slow) == 0 || len(fast) == 0 {
 		return false

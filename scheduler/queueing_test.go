@@ -372,7 +372,7 @@ func TestPerRequest(t *testing.T) {
 // wait passes the SLO) serves what it holds apart and leaves the others'
 // pool as it was: both pooled views time a pool by its slowest replica,
 // and valued whole, family12's v15 read densenet169's 25 replicas at a
-// 61-ms SLO (20 of 5 %, unsized, 52 ms a batch) as 3.6 req/s against
+// 61-ms planning SLO (20 of 5 %, 52 ms a batch) as 3.6 req/s against
 // 179, and one tick asked for 175 more.
 func TestSlowReplicaDoesNotSinkItsPool(t *testing.T) {
 	slo := 61 * time.Millisecond
