@@ -118,13 +118,7 @@ func TestCloseEndsGrandchildren(t *testing.T) {
 			// The group was killed before Close returned; the kernel may take
 			// a moment to end a process it signalled. Far less than the 5 s
 			// stop grace a stop left running would still wait.
-			deadline := time.Now().Add(time.Second)
-			for alive(grandchild) && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if alive(grandchild) {
-				t.Errorf("grandchild %d of a stopped replica outlives Close", grandchild)
-			}
+			eventually(t, time.Second, fmt.Sprintf("grandchild %d of a stopped replica to end after Close", grandchild), func() bool { return !alive(grandchild) })
 		})
 	}
 }
@@ -219,13 +213,7 @@ func TestClassicRequestLeavesNoProcess(t *testing.T) {
 		t.Fatalf("%d %q", rep.status, rep.body)
 	}
 	grandchild := readPID(t, pidFile)
-	deadline := time.Now().Add(time.Second)
-	for alive(grandchild) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if alive(grandchild) {
-		t.Errorf("the request's background process %d outlives it", grandchild)
-	}
+	eventually(t, time.Second, fmt.Sprintf("the request's background process %d to end", grandchild), func() bool { return !alive(grandchild) })
 }
 
 // A replica whose booking no longer fits when the GPUs change (its GPU's
