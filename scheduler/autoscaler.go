@@ -493,21 +493,22 @@ func (sz sizer) menu(cs []SliceConfig) []SliceConfig {
 	return out
 }
 
-// joinsPools is which slices of menu may be one of a pool of more than
-// one replica: with an SLO, those a pool can time (poolable) where the
-// menu holds any. One that cannot serves only what it holds alone (the
-// split in poolServes), a fraction of a req/s where its batch after a
-// wait passes the SLO (densenet169 at 61 ms: 5 %, 0.18 req/s, where
-// 40 % pools at 17 req/s a replica), yet is the cheapest slice: a pool
-// of them holds its model's memory many times for nothing. A lone
-// replica is its own queue and may take any: at light load the slice
-// whose full batch is too slow to pool serves by its partial batches
-// (the consolidation run's functions, one replica each, on one GPU).
-func (sz sizer) joinsPools(menu []SliceConfig) func(SliceConfig) bool {
+// joinsPools is which slices of menu a replica may take that makes a
+// pool of n replicas with those it joins: any where n is 1, since a lone
+// replica is its own queue (at light load the slice whose full batch is
+// too slow to pool serves by its partial batches: the consolidation
+// run's functions, one replica each, on one GPU); for a larger pool,
+// with an SLO, those a pool can time (poolable) where the menu holds
+// any. One that cannot serves only what it holds alone (the split in
+// poolServes), a fraction of a req/s where its batch after a wait
+// passes the SLO (densenet169 at 61 ms: 5 %, 0.18 req/s, where 40 %
+// pools at 17 req/s a replica), yet is the cheapest slice: a pool of
+// them holds its model's memory many times for nothing.
+func (sz sizer) joinsPools(menu []SliceConfig) func(c SliceConfig, n int) bool {
 	if sz.slo <= 0 || !slices.ContainsFunc(menu, func(c SliceConfig) bool { return poolable(c, sz.slo) }) {
-		return func(SliceConfig) bool { return true }
+		return func(SliceConfig, int) bool { return true }
 	}
-	return func(c SliceConfig) bool { return poolable(c, sz.slo) }
+	return func(c SliceConfig, n int) bool { return n <= 1 || poolable(c, sz.slo) }
 }
 
 // fill right-sizes the replicas added to live so that together they hold
@@ -540,7 +541,7 @@ func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, 
 				lo = mid
 			}
 		}
-		if len(live)+hi > 1 && !pools(c) {
+		if !pools(c, len(live)+hi) {
 			continue
 		}
 		p := completed(menu, live, c, hi, demand, sz, pools)
@@ -564,13 +565,13 @@ func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, 
 
 // completed is k copies of c added to live, the last one then the
 // cheapest slice on the menu with which the pool still serves demand.
-func completed(menu, live []SliceConfig, c SliceConfig, k int, demand float64, sz sizer, pools func(SliceConfig) bool) []SliceConfig {
+func completed(menu, live []SliceConfig, c SliceConfig, k int, demand float64, sz sizer, pools func(SliceConfig, int) bool) []SliceConfig {
 	out := plus(nil, c, k-1)
 	rest := append(plus(live, c, k-1), SliceConfig{})
 	last := c
 	for _, x := range menu {
 		rest[len(rest)-1] = x
-		if cheaper(x, last, sz) && (len(rest) == 1 || pools(x)) && sz.serves(rest, demand) {
+		if cheaper(x, last, sz) && pools(x, len(rest)) && sz.serves(rest, demand) {
 			last = x
 		}
 	}

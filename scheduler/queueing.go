@@ -189,13 +189,20 @@ func poolServes(cs []SliceConfig, rate float64, slo time.Duration, quantile floa
 // least L.
 func splitPoolable(cs []SliceConfig, slo time.Duration) (fast, slow []SliceConfig) {
 	for _, c := range cs {
-		if L := c.crowded().slowestBatch(); math.IsInf(L, 1) || L <= 0 || pooledWait(c, L, len(cs)) >= slo.Seconds() {
+		if timedInPool(c, slo, len(cs)) {
+			fast = append(fast, c)
+		} else {
 			slow = append(slow, c)
-			continue
 		}
-		fast = append(fast, c)
 	}
 	return fast, slow
+}
+
+// timedInPool reports whether the batched view can time a replica of c
+// in a pool of n within slo (see splitPoolable).
+func timedInPool(c SliceConfig, slo time.Duration, n int) bool {
+	L := c.crowded().slowestBatch()
+	return !math.IsInf(L, 1) && L > 0 && pooledWait(c, L, n) < slo.Seconds()
 }
 
 // pooledWait is the batched view's time before a queued request of a
@@ -210,8 +217,7 @@ func pooledWait(c SliceConfig, L float64, n int) float64 {
 // poolable reports whether a replica of c can be timed in a pool of any
 // size at slo (see splitPoolable; a large pool's lump is nil).
 func poolable(c SliceConfig, slo time.Duration) bool {
-	L := c.crowded().slowestBatch()
-	return !math.IsInf(L, 1) && L > 0 && pooledWait(c, L, math.MaxInt32) < slo.Seconds()
+	return timedInPool(c, slo, math.MaxInt32)
 }
 
 // apartCapacity is poolServes's apart view at rate: a lone replica's

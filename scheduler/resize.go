@@ -147,7 +147,7 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 		var c SliceConfig
 		ok := false
 		for _, m := range menu {
-			if len(rest) > 1 && !pools(m) {
+			if !pools(m, len(rest)) {
 				continue
 			}
 			rest[len(rest)-1] = m
