@@ -368,6 +368,15 @@ func TestPerRequest(t *testing.T) {
 	}
 }
 
+// densenet169At61 is family12's v15 case: densenet169 planned at 61 ms,
+// a 40 % slice a pool can time and a 5 % one it cannot (52 ms a request,
+// 64.5 ms crowded).
+func densenet169At61() (slo time.Duration, fast, slow SliceConfig) {
+	return 61 * time.Millisecond,
+		SliceConfig{SMPercent: 40, Batch: 1, Throughput: 28.1, SlowestMs: 35.6},
+		SliceConfig{SMPercent: 5, Batch: 1, Throughput: 19.2, SlowestMs: 52.1}
+}
+
 // A replica too slow to be timed in the pool (its crowded batch after a
 // wait passes the SLO) serves what it holds apart and leaves the others'
 // pool as it was: both pooled views time a pool by its slowest replica,
@@ -375,9 +384,7 @@ func TestPerRequest(t *testing.T) {
 // 61-ms planning SLO (20 of 5 %, 52 ms a batch) as 3.6 req/s against
 // 179, and one tick asked for 175 more.
 func TestSlowReplicaDoesNotSinkItsPool(t *testing.T) {
-	slo := 61 * time.Millisecond
-	fast := SliceConfig{SMPercent: 40, Batch: 1, Throughput: 28.1, SlowestMs: 35.6}
-	slow := SliceConfig{SMPercent: 5, Batch: 1, Throughput: 19.2, SlowestMs: 52.1}
+	slo, fast, slow := densenet169At61()
 	if _, s := splitPoolable([]SliceConfig{fast, slow}, slo); len(s) != 1 || s[0] != slow {
 		t.Fatalf("splitPoolable: slow %v, want only the 5 %% slice", s)
 	}
@@ -436,9 +443,7 @@ func TestSlowReplicaDoesNotSinkItsPool(t *testing.T) {
 // any: at light load a slice whose full batch is too slow to pool serves
 // by its partial batches (the consolidation run, one GPU).
 func TestPoolsTakeSlicesThatPool(t *testing.T) {
-	slo := 61 * time.Millisecond
-	fast := SliceConfig{SMPercent: 40, Batch: 1, Throughput: 28.1, SlowestMs: 35.6}
-	slow := SliceConfig{SMPercent: 5, Batch: 1, Throughput: 19.2, SlowestMs: 52.1}
+	slo, fast, slow := densenet169At61()
 	menu := []SliceConfig{slow, fast}
 	sz := newSizer(slo, DefaultSLOQuantile, 0)
 	lone := QueueCapacity(slow, slo, DefaultSLOQuantile)
