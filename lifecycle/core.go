@@ -195,6 +195,9 @@ type function struct {
 	// parked count is made of (ScalePolicy.ParkedAuto).
 	parkStarts []time.Time
 	parkWindow time.Duration
+	// parkRefused is set once one of its parked processes showed that its
+	// server cannot be parked (ParkedRefused), until its spec is replaced.
+	parkRefused bool
 }
 
 type replica struct {

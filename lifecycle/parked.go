@@ -109,7 +109,7 @@ func (c *Core) parkTarget(fn *function) int {
 	if fn.spec.Scale.ParkedAuto {
 		n = scheduler.ParkedAutoMax
 	}
-	if n <= 0 || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+	if n <= 0 || fn.parkRefused || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
 		return 0
 	}
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
@@ -298,6 +298,35 @@ func (c *Core) ParkedGone(id string, now time.Time) Result {
 	}
 	return Result{}
 }
+
+// ParkedRefused records that parked process id showed that its function's
+// server does not speak the replica protocol's /_/gpu: it answered there
+// as a replica would, not as a parked process. Parking is the default, so
+// a server that cannot take its GPU settings after its start must cost no
+// more than that one process: the function parks nothing until its spec is
+// replaced, and the rest of its parked processes end.
+func (c *Core) ParkedRefused(id string, now time.Time) Result {
+	c.begin()
+	defer c.begin()
+	key, ok := c.parkedBy[id]
+	if !ok {
+		return Result{}
+	}
+	delete(c.parkedBy, id)
+	fn := c.functions[key]
+	if fn == nil {
+		return Result{}
+	}
+	var res Result
+	fn.parked = fn.parked.without(id)
+	fn.parkRefused = true
+	c.unparkAll(fn, "its function's server does not take GPU settings after its start", &res)
+	return res
+}
+
+// ParkedFunction is the key of the function parked process id was started
+// for; "" when the core no longer knows it.
+func (c *Core) ParkedFunction(id string) string { return c.parkedBy[id] }
 
 // ParkedTarget is how many processes function key keeps parked: the count
 // it asks, or the one its starts taught it (ScalePolicy.ParkedAuto); 0

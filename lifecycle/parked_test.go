@@ -335,3 +335,50 @@ func TestParkedAutoFollowsTheStarts(t *testing.T) {
 		t.Fatalf("with its starts forgotten: parked %d ready, %d starting, target %d; want 1 in all", ready, starting, c.ParkedTarget(key))
 	}
 }
+
+// A process whose server shows it cannot be parked ends its function's
+// parking: the others end, none is asked for at the next ticks, and its
+// next spec parks again.
+func TestParkedRefusedStopsParking(t *testing.T) {
+	c := New(inventory(1, 1), nil, Options{CanPark: parkAll})
+	key := Key("openfaas-fn", "a")
+	res, err := c.Deploy(parking(fn("a", 20, 1, 1, 5), 2), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := effectsOf(res, Park)
+	if len(parked) != 2 {
+		t.Fatalf("deploy parked %v, want 2", parked)
+	}
+	res = c.ParkedRefused(parked[0], t0.Add(time.Second))
+	if got := effectsOf(res, Unpark); !slices.Equal(got, parked[1:]) {
+		t.Fatalf("refusal unparked %v, want the other process %v (the refused one is the backend's to end)", got, parked[1:])
+	}
+	if got := c.ParkedTarget(key); got != 0 {
+		t.Fatalf("after a refusal the function keeps %d parked, want 0", got)
+	}
+	for i := 2; i < 5; i++ {
+		if got := effectsOf(c.Tick(t0.Add(time.Duration(i)*time.Second)), Park); len(got) != 0 {
+			t.Fatalf("tick %d parked %v after a refusal", i, got)
+		}
+	}
+	if res, _, err = c.Scale("openfaas-fn", "a", 2, t0.Add(6*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Effects {
+		if e.Kind == Park || (e.Kind == Start && e.Parked != "") {
+			t.Fatalf("a scale-up after a refusal parked or took %q", e.Replica.ID)
+		}
+	}
+	// A late or repeated refusal of a process already gone changes nothing.
+	if res := c.ParkedRefused(parked[0], t0.Add(7*time.Second)); len(res.Effects) != 0 {
+		t.Fatalf("a second refusal had effects %v", res.Effects)
+	}
+	res, err = c.Update(parking(fn("a", 30, 1, 1, 5), 2), t0.Add(8*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := effectsOf(res, Park); len(got) != 2 {
+		t.Fatalf("the updated function parked %v, want 2: a new spec may bring a server that can", got)
+	}
+}

@@ -30,6 +30,11 @@ import (
 // parkedEnv marks a process started parked.
 const parkedEnv = "FAAS_GPU_PARKED"
 
+// parkableEnv, "1" in a function's environment or its image's, declares
+// that its server speaks /_/gpu: it is parked by default, without
+// com.openfaas.gpu.parked.
+const parkableEnv = "FAAS_GPU_PARKABLE"
+
 // handOverTimeout bounds a hand-over: the process loads its model in it.
 const handOverTimeout = 5 * time.Minute
 
@@ -39,6 +44,9 @@ const handOverTimeout = 5 * time.Minute
 type parkedRunner interface {
 	runner
 	handOver(ctx context.Context, settings map[string]string) error
+	// parkRefused is why its server showed it does not speak /_/gpu; ""
+	// while it has not.
+	parkRefused() string
 }
 
 // parkedRun is one parked process.
@@ -52,16 +60,24 @@ type parkedRun struct {
 }
 
 // parkableLocked says whether the backend can park spec's function here:
-// one that asks and runs as an HTTP-mode process (of-watchdog mode=http),
-// on its own or behind the provider's watchdog (a template's build); not
-// an emulated worker, nor a classic, streaming or static one.
+// one that runs as an HTTP-mode process (of-watchdog mode=http), on its own
+// or behind the provider's watchdog (a template's build), not an emulated
+// worker, nor a classic, streaming or static one; and that asks, or did not
+// say (the default, auto) and whose server declares that it speaks /_/gpu
+// (parkableEnv, as the pytorch-gpu template's image does). Asking by
+// default only what declares it keeps the first parked process's probe
+// from invoking a handler that serves every path. Whether a server really
+// speaks it shows once one is started (parkedAnswer).
 func (b *Backend) parkableLocked(spec scheduler.Function) bool {
-	if spec.Scale.ParkedAsked() == "" {
+	if spec.Scale.Parked == 0 && !spec.Scale.ParkedAuto {
 		return false
 	}
 	dep := spec.Deployment
 	build, wd, err := b.watchdogOf(dep)
 	if err != nil {
+		return false
+	}
+	if spec.Scale.ParkedDefault && dep.EnvVars[parkableEnv] != "1" && (build == nil || build.Image.Env[parkableEnv] != "1") {
 		return false
 	}
 	process := processOf(dep)
@@ -152,17 +168,41 @@ func (b *Backend) watchParked(pr *parkedRun) {
 			return
 		case <-t.C:
 		}
-		if !pr.run.Ready() {
+		ready := pr.run.Ready()
+		why := pr.run.parkRefused()
+		if !ready && why == "" {
 			continue
 		}
 		b.mu.Lock()
 		if b.parked[pr.id] == pr {
 			now := time.Now()
-			_ = b.applyLocked(b.core.ParkedReady(pr.id, now), now)
+			if ready {
+				_ = b.applyLocked(b.core.ParkedReady(pr.id, now), now)
+			} else {
+				b.refuseParkedLocked(pr, why, now)
+			}
 		}
 		b.mu.Unlock()
 		return
 	}
+}
+
+// refuseParkedLocked ends parked process pr, whose server showed that it
+// cannot take its GPU settings after its start, and tells the core, which
+// parks nothing more of its function until its spec is replaced.
+func (b *Backend) refuseParkedLocked(pr *parkedRun, why string, now time.Time) {
+	delete(b.parked, pr.id)
+	close(pr.taken)
+	fnKey := b.core.ParkedFunction(pr.id)
+	ns, name := splitKey(fnKey)
+	level := b.log.Info // the default: most servers do not speak the protocol
+	if v, ok := b.core.Function(fnKey); ok && v.Spec.Scale.ParkedAsked() != "" {
+		level = b.log.Warn
+	}
+	level("function's server does not take its GPU settings after its start (docs/replica-protocol.md, \"Parked processes\"): none parked",
+		zap.String("function", name), zap.String("namespace", ns), zap.String("process", pr.id), zap.String("answer", why))
+	b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir}})
+	_ = b.applyLocked(b.core.ParkedRefused(pr.id, now), now)
 }
 
 // unparkLocked ends a parked process no replica took.
@@ -307,6 +347,18 @@ func (r *processRunner) handOver(ctx context.Context, settings map[string]string
 	r.probePath, r.probeStrict = r.handedProbe.path, r.handedProbe.strict
 	r.mu.Unlock()
 	return nil
+}
+
+// parkRefused is why the function's process behind the watchdog showed it
+// cannot be parked; "" while it has not.
+func (r *watchdogRunner) parkRefused() string {
+	r.mu.Lock()
+	inner := r.inner
+	r.mu.Unlock()
+	if p, ok := inner.(*processRunner); ok {
+		return p.parkRefused()
+	}
+	return ""
 }
 
 // handOver passes a parked watchdog replica's settings to its function's

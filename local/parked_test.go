@@ -242,3 +242,74 @@ func TestUnstartableParkedProcessIsGone(t *testing.T) {
 		t.Fatalf("a process that could not start counts as parked: %d ready, %d starting, %d running", ready, starting, len(parkedNow(b)))
 	}
 }
+
+// A function that does not say parks by default where it runs as an
+// HTTP-mode process whose server declares it speaks /_/gpu; one whose
+// server then answers /_/gpu as a replica would (a 404) is found out by
+// its first parked process, which ends, and parks nothing more, while its
+// replicas serve as ever. One that does not declare it parks nothing.
+func TestParkedByDefaultUnlessTheServerCannot(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantParked bool
+	}{
+		{"declares it and speaks /_/gpu", map[string]string{"FAAS_GPU_PARKABLE": "1"}, true},
+		{"declares it and does not", map[string]string{"FAAS_GPU_PARKABLE": "1", "HTTPFN_UNPARKABLE": "1"}, false},
+		{"does not declare it", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBackend(t, t.TempDir())
+			defer b.Close(context.Background())
+			ctx := context.Background()
+			spec := parkingSpec(t, "fn", 0, tt.env)
+			spec.Scale.ParkedAuto, spec.Scale.ParkedDefault = true, true // no com.openfaas.gpu.parked
+			if err := b.Deploy(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			k := key(DefaultNamespace, "fn")
+			if tt.wantParked {
+				eventually(t, 10*time.Second, "a process parked and waiting", func() bool { return parkedReady(b, "fn") == 1 })
+				return
+			}
+			eventually(t, 10*time.Second, "the unparkable process ended and parking stopped", func() bool {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				ready, starting := b.core.Parked(k)
+				return ready+starting == 0 && len(b.parked) == 0 && b.core.ParkedTarget(k) == 0
+			})
+			if err := b.Scale(ctx, DefaultNamespace, "fn", 2); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "two replicas serving", func() bool {
+				rt, err := b.Route(DefaultNamespace, "fn", "")
+				return err == nil && len(rt.Endpoints) == 2
+			})
+			if n := len(parkedNow(b)); n != 0 {
+				t.Fatalf("%d processes parked again after the server showed it cannot be", n)
+			}
+		})
+	}
+}
+
+// A parked process that exits before it ever waits for its settings (a
+// server that cannot start without a GPU) is a refusal too: the default
+// must not keep a crash loop per function that cannot be parked.
+func TestParkedProcessThatExitsFirstIsARefusal(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	defer b.Close(context.Background())
+	spec := parkingSpec(t, "crasher", 0, map[string]string{"FAAS_GPU_PARKABLE": "1"})
+	spec.Scale.ParkedAuto, spec.Scale.ParkedDefault = true, true
+	spec.Deployment.EnvProcess = "false"
+	if err := b.Deploy(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	k := key(DefaultNamespace, "crasher")
+	eventually(t, 10*time.Second, "the crashing parked process ended and parking stopped", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		ready, starting := b.core.Parked(k)
+		return ready+starting == 0 && len(b.parked) == 0 && b.core.ParkedTarget(k) == 0
+	})
+}

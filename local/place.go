@@ -294,7 +294,10 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p *scheduler
 		env = append(env, e.Name+"="+e.Value)
 	}
 	if p == nil {
-		env = append(env, parkedEnv+"=1")
+		// No GPU until its hand-over: a server that does not speak the
+		// protocol, parked by default, must not reach every GPU at full
+		// SM before it is found out (parkedAnswer).
+		env = append(env, parkedEnv+"=1", "CUDA_VISIBLE_DEVICES=")
 	}
 	if secretsDir != "" {
 		env = append(env, "secret_mount_path="+secretsDir+"/")

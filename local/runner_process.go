@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,12 @@ type processRunner struct {
 	}
 	// unready is the readiness path's last not-ready answer.
 	unready atomic.Pointer[string]
+	// refused is why a parked process showed that its server does not
+	// speak /_/gpu (parkedAnswer), or cannot start without its GPU
+	// settings (it exited before it waited for them); nil while it may.
+	// waited is set once it has waited for them.
+	refused atomic.Pointer[string]
+	waited  atomic.Bool
 
 	path   string
 	args   []string
@@ -336,6 +343,7 @@ func (r *processRunner) probe(run context.Context) bool {
 	})
 	r.mu.Lock()
 	path, strict := r.probePath, r.probeStrict // a parked process's change at its hand-over
+	parked := r.spec.Parked
 	r.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+path, nil)
 	if err != nil {
@@ -350,6 +358,16 @@ func (r *processRunner) probe(run context.Context) bool {
 	ok := path == "/" || resp.StatusCode < 500
 	if strict {
 		ok = resp.StatusCode >= 200 && resp.StatusCode < 300
+	}
+	if parked {
+		var refused string
+		ok, refused = parkedAnswer(resp.StatusCode, body)
+		if refused != "" {
+			r.refused.Store(&refused)
+		}
+		if ok {
+			r.waited.Store(true)
+		}
 	}
 	if ok {
 		r.unready.Store(nil)
@@ -367,6 +385,37 @@ func (r *processRunner) probe(run context.Context) bool {
 	why = fmt.Sprintf("%s answers %d: %s", path, resp.StatusCode, why)
 	r.unready.Store(&why)
 	return false
+}
+
+// parkedAnswer reads a parked process's answer to GET /_/gpu: ready when
+// it says it waits for its settings ({"parked": true}, the protocol's
+// answer); refused, with why, when it answers as a server that does not
+// know the path (a 404, 405 or 501, or a 2xx that is not that answer),
+// since one that does not take its settings after its start must not be
+// handed a replica. Anything else (a 503 while it imports) is neither yet.
+func parkedAnswer(status int, body []byte) (ready bool, refused string) {
+	switch {
+	case status >= 200 && status < 300:
+		var says struct {
+			Parked bool `json:"parked"`
+		}
+		if json.Unmarshal(body, &says) == nil && says.Parked {
+			return true, ""
+		}
+		return false, fmt.Sprintf(`GET /_/gpu answered %d without {"parked": true}`, status)
+	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented:
+		return false, fmt.Sprintf("GET /_/gpu answered %d", status)
+	}
+	return false, ""
+}
+
+// parkRefused is why this parked process's server showed it cannot be
+// parked; "" while it has not.
+func (r *processRunner) parkRefused() string {
+	if p := r.refused.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Unready is what the replica's readiness path said the last time it
@@ -399,6 +448,13 @@ func (r *processRunner) supervise(run *childRun) {
 			delay = r.backoffMin
 		}
 		if state != nil {
+			r.mu.Lock()
+			parked := r.spec.Parked
+			r.mu.Unlock()
+			if parked && !r.waited.Load() {
+				why := fmt.Sprintf("exited (%s) before it waited for its GPU settings", state)
+				r.refused.Store(&why)
+			}
 			r.log.Warn("replica exited, restarting",
 				zap.String("replica", r.spec.ID),
 				zap.Int("exitCode", state.ExitCode()),

@@ -20,9 +20,10 @@ const (
 	// AnnotationParked asks for that many of the function's processes kept
 	// started ahead of its placements, off the GPU (lifecycle/parked.go).
 	// The function's server must take its GPU settings after its start
-	// (docs/replica-protocol.md), so it is the function's to ask; a backend
-	// that cannot park it runs it without. "auto" leaves the count to the
-	// function's own starts (ParkedNeed).
+	// (docs/replica-protocol.md); a backend that cannot park it, or a
+	// server that shows it cannot, runs it without. "auto", the default,
+	// leaves the count to the function's own starts (ParkedNeed); "0"
+	// parks none.
 	AnnotationParked = "com.openfaas.gpu.parked"
 	// ParkedAuto is AnnotationParked's value that asks for a learnt count.
 	ParkedAuto = "auto"
@@ -47,12 +48,18 @@ type ScalePolicy struct {
 	// ParkedAuto keeps as many as the function's starts showed it needs
 	// at once (AnnotationParked "auto", ParkedNeed) instead of Parked.
 	ParkedAuto bool `json:"parkedAuto,omitempty"`
+	// ParkedDefault is set with ParkedAuto when the function did not say:
+	// it parks where its backend and its server can, and a backend that
+	// cannot says nothing of it, as it would of a function that asked.
+	ParkedDefault bool `json:"parkedDefault,omitempty"`
 }
 
 // ParkedAsked is what the function asked of AnnotationParked: "auto", a
-// count, or "" for none.
+// count, or "" for none or for the default (ParkedDefault).
 func (p ScalePolicy) ParkedAsked() string {
 	switch {
+	case p.ParkedDefault:
+		return ""
 	case p.ParkedAuto:
 		return ParkedAuto
 	case p.Parked > 0:
@@ -105,7 +112,13 @@ func ParseScalePolicy(labels, annotations map[string]string) (ScalePolicy, error
 		}
 		p.ZeroDuration = d
 	}
-	if v, ok := annotations[AnnotationParked]; ok {
+	v, ok := annotations[AnnotationParked]
+	if !ok {
+		// A container's start is where the misses of a burst's new
+		// replicas come from (docs/evaluation.md, "Parked processes by
+		// default"), and a parked process costs host memory, not GPU.
+		p.ParkedAuto, p.ParkedDefault = true, true
+	} else {
 		v = strings.TrimSpace(v)
 		n, err := strconv.Atoi(v)
 		switch {

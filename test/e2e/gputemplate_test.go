@@ -10,11 +10,13 @@ import (
 	"image/color"
 	"image/png"
 	"io/fs"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -434,8 +436,20 @@ functions:
 		if code, st := p.status(t, defaultNS, "bigfn"); code != http.StatusOK || st.AvailableReplicas != 0 {
 			t.Errorf("bigfn: want it listed with no available replica, got %d %+v", code, st)
 		}
-		if got := pids("bigfn"); len(got) != 1 {
-			t.Errorf("bigfn: want one process that stays up, got starts %v", got)
+		// Its image declares it can be parked, so a parked process may run
+		// beside the replica: each process started once, one replica placed.
+		starts := map[string]int{}
+		for _, r := range p.processReplicas("bigfn") {
+			starts[r.ID]++
+		}
+		placed := 0
+		for _, m := range p.logEntries("replica placed") {
+			if m["function"] == "bigfn" {
+				placed++
+			}
+		}
+		if placed != 1 || len(starts) == 0 || slices.ContainsFunc(slices.Collect(maps.Values(starts)), func(n int) bool { return n > 1 }) {
+			t.Errorf("bigfn: want one replica placed whose process stays up, got %d placed, starts by process %v", placed, starts)
 		}
 		if err := gw.DeleteFunction(ctx, "bigfn", defaultNS); err != nil {
 			t.Errorf("remove bigfn: %v", err)

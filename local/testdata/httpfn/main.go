@@ -120,7 +120,11 @@ func (h *heldModels) use(model string) []string {
 // parked is set while it waits for its GPU settings.
 var parked atomic.Bool
 
-func init() { parked.Store(os.Getenv("FAAS_GPU_PARKED") == "1") }
+// HTTPFN_UNPARKABLE makes it a server that does not speak the protocol:
+// it starts as a replica whatever FAAS_GPU_PARKED says, and /_/gpu is 404.
+func init() {
+	parked.Store(os.Getenv("FAAS_GPU_PARKED") == "1" && os.Getenv("HTTPFN_UNPARKABLE") == "")
+}
 
 // handOver serves /_/gpu: the parked process's side of the protocol.
 func handOver(w http.ResponseWriter, r *http.Request) {
