@@ -21,15 +21,13 @@ type Options struct {
 	// replica is ready 3-5 s after placement, where FaST-GShare's and
 	// HAS-GPU's readiness probes begin (research notes §5.4).
 	ContainerStart time.Duration
-	// Parked is how many processes faas-gpu keeps started ahead of its
-	// placements per function, as if each were annotated
-	// com.openfaas.gpu.parked (lifecycle/parked.go): a replica that takes
-	// one starts in ParkedStart instead of ContainerStart, then loads its
-	// model. 0: none, as a function that does not ask.
-	Parked int
-	// ParkedAuto asks for com.openfaas.gpu.parked "auto" instead: as many
-	// as each function's starts showed it needs at once.
-	ParkedAuto bool
+	// Parked is the com.openfaas.gpu.parked annotation every function
+	// has, read as the provider reads it (scheduler.ParseScalePolicy): ""
+	// for none, which is auto, as for a function that does not say;
+	// "auto"; or a count, "0" for none (lifecycle/parked.go). A replica
+	// that takes a parked process starts in ParkedStart instead of
+	// ContainerStart, then loads its model.
+	Parked string
 	// ParkedStart is how long a replica that took a parked process takes
 	// before its model starts loading (its GPU settings handed over, its
 	// CUDA context made): 1 s.

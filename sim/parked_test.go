@@ -20,9 +20,9 @@ func TestParkedProcessesAnswerAStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := cluster(t, 1, 2)
-	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second}
+	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, Parked: "0"}
 	without, _, _ := simulate(t, "faas-gpu", wl, inv, cat, opts)
-	opts.Parked = 2
+	opts.Parked = "2"
 	with, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
 	p := e.pol.(*faasGPU)
 	t.Logf("8x step, 20-s container start: %.2f %% of requests over the SLO with 2 parked (%d parked, %d taken), %.2f %% without",
@@ -55,9 +55,9 @@ func TestParkedAutoLearnsTheBursts(t *testing.T) {
 	inv := cluster(t, 1, 2)
 	// Warm replicas that outlive the gap would answer the second burst
 	// without any start: they keep their memory 20 s here.
-	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, WarmTTL: 20 * time.Second, Parked: 1}
+	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, WarmTTL: 20 * time.Second, Parked: "1"}
 	one, _, _ := simulate(t, "faas-gpu", wl, inv, cat, opts)
-	opts.Parked, opts.ParkedAuto = 0, true
+	opts.Parked = "" // the default: auto
 	auto, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
 	p := e.pol.(*faasGPU)
 	t.Logf("two 8x bursts, 20-s container start: %.2f %% of requests over the SLO with auto (%d parked, %d taken), %.2f %% with one",

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,7 @@ func (p *faasGPU) setup(e *Engine) {
 		NoConsolidate: e.opts.NoConsolidate,
 		NoStandby:     e.opts.NoStandby,
 		// Every simulated function's server could take its GPU settings
-		// after its start; each asks for Options.Parked (deploy).
+		// after its start; each is annotated Options.Parked (deploy).
 		CanPark: func(scheduler.Function) bool { return true },
 		// Numbered as the engine numbers replicas: their order is the
 		// creation order.
@@ -131,11 +132,22 @@ func (p *faasGPU) setup(e *Engine) {
 // the run (prewarmed) serve at once.
 func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 	wf := &e.wl.Functions[i]
+	// The scale bounds and the parked annotation read as the provider
+	// reads a deploy's, so that a function the simulator does not annotate
+	// parks as one deployed without it would.
+	labels := map[string]string{scheduler.LabelScaleMin: strconv.Itoa(wf.minReplicas()), scheduler.LabelScaleMax: strconv.Itoa(wf.maxReplicas())}
+	annotations := map[string]string{}
+	if e.opts.Parked != "" {
+		annotations[scheduler.AnnotationParked] = e.opts.Parked
+	}
+	scale, err := scheduler.ParseScalePolicy(labels, annotations)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", wf.Name, err)
+	}
 	spec := scheduler.Function{
 		Deployment: types.FunctionDeployment{Service: wf.Name, Namespace: "openfaas-fn"},
 		GPU:        gpu.Request{Model: wf.Model, SLO: e.planSLO(wf.SLO), SMPercent: wf.SMPercent, MemoryBytes: wf.MemoryBytes},
-		Scale: scheduler.ScalePolicy{Min: wf.minReplicas(), Max: wf.maxReplicas(), ZeroDuration: scheduler.DefaultZeroDuration,
-			Parked: e.opts.Parked, ParkedAuto: e.opts.ParkedAuto},
+		Scale:      scale,
 	}
 	f := &fgFn{idx: i, key: lifecycle.Key(spec.Namespace(), spec.Name()), spec: spec, model: e.fnModel[i], multi: wf.MultiModel(),
 		d: dispatcher{mode: dispatchO3, bound: e.opts.LocalityBound}}

@@ -559,16 +559,11 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.ContainerStart = v
 		return nil
 	})
-	f.str("parked", "0", "faas-gpu keeps this many processes a function started ahead, off the GPU, as if every function were annotated com.openfaas.gpu.parked; a replica that takes one skips the container start; auto: as many as each function's starts showed it needs", func(s *Spec, v string) error {
-		if v == scheduler.ParkedAuto {
-			s.Options.Parked, s.Options.ParkedAuto = 0, true
-			return nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
+	f.str("parked", "", "the com.openfaas.gpu.parked annotation of every function: processes faas-gpu keeps started ahead, off the GPU; a replica that takes one skips the container start. auto (the provider's default, as when not given): as many as each function's starts showed it needs; a count; 0: none", func(s *Spec, v string) error {
+		if n, err := strconv.Atoi(v); v != scheduler.ParkedAuto && (err != nil || n < 0) {
 			return fmt.Errorf("-parked: %q must be %q or a whole number, not negative", v, scheduler.ParkedAuto)
 		}
-		s.Options.Parked, s.Options.ParkedAuto = n, false
+		s.Options.Parked = v
 		return nil
 	})
 	f.integer("locality-bound", 2, "the provider's -locality-bound: requests waiting for a busy replica holding their model", func(s *Spec, v int) error {

@@ -47,13 +47,13 @@ func TestSpecFlags(t *testing.T) {
 			return ""
 		}},
 		{"-parked auto", []string{"-models", "resnet50", "-parked", "auto"}, func(s Spec) string {
-			if !s.Options.ParkedAuto || s.Options.Parked != 0 {
+			if s.Options.Parked != "auto" {
 				return "auto not taken"
 			}
 			return ""
 		}},
 		{"-parked 3", []string{"-models", "resnet50", "-parked", "3"}, func(s Spec) string {
-			if s.Options.ParkedAuto || s.Options.Parked != 3 {
+			if s.Options.Parked != "3" {
 				return "count not taken"
 			}
 			return ""
