@@ -288,14 +288,7 @@ func (c *Core) ParkedReady(id string, now time.Time) Result {
 func (c *Core) ParkedGone(id string, now time.Time) Result {
 	c.begin()
 	defer c.begin()
-	key, ok := c.parkedBy[id]
-	if !ok {
-		return Result{}
-	}
-	delete(c.parkedBy, id)
-	if fn := c.functions[key]; fn != nil {
-		fn.parked = fn.parked.without(id)
-	}
+	c.dropParked(id)
 	return Result{}
 }
 
@@ -308,20 +301,30 @@ func (c *Core) ParkedGone(id string, now time.Time) Result {
 func (c *Core) ParkedRefused(id string, now time.Time) Result {
 	c.begin()
 	defer c.begin()
-	key, ok := c.parkedBy[id]
-	if !ok {
-		return Result{}
-	}
-	delete(c.parkedBy, id)
-	fn := c.functions[key]
+	fn := c.dropParked(id)
 	if fn == nil {
 		return Result{}
 	}
 	var res Result
-	fn.parked = fn.parked.without(id)
 	fn.parkRefused = true
 	c.unparkAll(fn, "its function's server does not take GPU settings after its start", &res)
 	return res
+}
+
+// dropParked forgets parked process id, which the backend has ended or
+// lost: out of parkedBy and out of its function's pool. It returns that
+// function; nil when the core no longer knows the process or the function.
+func (c *Core) dropParked(id string) *function {
+	key, ok := c.parkedBy[id]
+	if !ok {
+		return nil
+	}
+	delete(c.parkedBy, id)
+	fn := c.functions[key]
+	if fn != nil {
+		fn.parked = fn.parked.without(id)
+	}
+	return fn
 }
 
 // ParkedFunction is the key of the function parked process id was started
