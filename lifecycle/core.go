@@ -195,9 +195,10 @@ type function struct {
 	// parked count is made of (ScalePolicy.ParkedAuto).
 	parkStarts []time.Time
 	parkWindow time.Duration
-	// parkRefused is set once one of its parked processes showed that its
-	// server cannot be parked (ParkedRefused), until its spec is replaced.
-	parkRefused bool
+	// parkRefused is why one of its parked processes showed that its
+	// server cannot be parked (ParkedRefused), until its spec is replaced;
+	// "" while none has.
+	parkRefused string
 }
 
 type replica struct {

@@ -51,7 +51,7 @@ func (c *Core) Update(spec scheduler.Function, now time.Time) (Result, error) {
 	c.touch(fn)
 	c.stopAll(fn, now, "function updated", &res)
 	c.unparkAll(fn, "function updated", &res)
-	fn.spec, fn.plan, fn.parkRefused = spec, pl, false
+	fn.spec, fn.plan, fn.parkRefused = spec, pl, ""
 	fn.desired = spec.Scale.Clamp(fn.desired)
 	c.grow(fn, now)
 	c.placeAll(now, &res)

@@ -109,7 +109,7 @@ func (c *Core) parkTarget(fn *function) int {
 	if fn.spec.Scale.ParkedAuto {
 		n = scheduler.ParkedAutoMax
 	}
-	if n <= 0 || fn.parkRefused || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+	if n <= 0 || fn.parkRefused != "" || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
 		return 0
 	}
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
@@ -292,13 +292,14 @@ func (c *Core) ParkedGone(id string, now time.Time) Result {
 	return Result{}
 }
 
-// ParkedRefused records that parked process id showed that its function's
-// server does not speak the replica protocol's /_/gpu: it answered there
-// as a replica would, not as a parked process. Parking is the default, so
+// ParkedRefused records that parked process id showed, as why says, that
+// its function's server does not speak the replica protocol's /_/gpu: it
+// answered there as a replica would, not as a parked process, or exited
+// before it waited for its settings. Parking is the default, so
 // a server that cannot take its GPU settings after its start must cost no
 // more than that one process: the function parks nothing until its spec is
 // replaced, and the rest of its parked processes end.
-func (c *Core) ParkedRefused(id string, now time.Time) Result {
+func (c *Core) ParkedRefused(id, why string, now time.Time) Result {
 	c.begin()
 	defer c.begin()
 	fn := c.dropParked(id)
@@ -306,7 +307,10 @@ func (c *Core) ParkedRefused(id string, now time.Time) Result {
 		return Result{}
 	}
 	var res Result
-	fn.parkRefused = true
+	fn.parkRefused = why
+	if why == "" {
+		fn.parkRefused = "its server cannot be parked"
+	}
 	c.unparkAll(fn, "its function's server does not take GPU settings after its start", &res)
 	return res
 }
@@ -330,6 +334,16 @@ func (c *Core) dropParked(id string) *function {
 // ParkedFunction is the key of the function parked process id was started
 // for; "" when the core no longer knows it.
 func (c *Core) ParkedFunction(id string) string { return c.parkedBy[id] }
+
+// ParkedRefusal is why function key parks nothing although it asks, or
+// parks by default: its server showed it cannot be parked
+// (ParkedRefused). "" when it has not.
+func (c *Core) ParkedRefusal(key string) string {
+	if fn := c.functions[key]; fn != nil {
+		return fn.parkRefused
+	}
+	return ""
+}
 
 // ParkedTarget is how many processes function key keeps parked: the count
 // it asks, or the one its starts taught it (ScalePolicy.ParkedAuto); 0

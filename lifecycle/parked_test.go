@@ -350,12 +350,15 @@ func TestParkedRefusedStopsParking(t *testing.T) {
 	if len(parked) != 2 {
 		t.Fatalf("deploy parked %v, want 2", parked)
 	}
-	res = c.ParkedRefused(parked[0], t0.Add(time.Second))
+	res = c.ParkedRefused(parked[0], "GET /_/gpu answered 404", t0.Add(time.Second))
 	if got := effectsOf(res, Unpark); !slices.Equal(got, parked[1:]) {
 		t.Fatalf("refusal unparked %v, want the other process %v (the refused one is the backend's to end)", got, parked[1:])
 	}
 	if got := c.ParkedTarget(key); got != 0 {
 		t.Fatalf("after a refusal the function keeps %d parked, want 0", got)
+	}
+	if got := c.ParkedRefusal(key); got != "GET /_/gpu answered 404" {
+		t.Fatalf("ParkedRefusal = %q, want the backend's reason", got)
 	}
 	for i := 2; i < 5; i++ {
 		if got := effectsOf(c.Tick(t0.Add(time.Duration(i)*time.Second)), Park); len(got) != 0 {
@@ -371,7 +374,7 @@ func TestParkedRefusedStopsParking(t *testing.T) {
 		}
 	}
 	// A late or repeated refusal of a process already gone changes nothing.
-	if res := c.ParkedRefused(parked[0], t0.Add(7*time.Second)); len(res.Effects) != 0 {
+	if res := c.ParkedRefused(parked[0], "again", t0.Add(7*time.Second)); len(res.Effects) != 0 {
 		t.Fatalf("a second refusal had effects %v", res.Effects)
 	}
 	res, err = c.Update(parking(fn("a", 30, 1, 1, 5), 2), t0.Add(8*time.Second))
@@ -380,5 +383,8 @@ func TestParkedRefusedStopsParking(t *testing.T) {
 	}
 	if got := effectsOf(res, Park); len(got) != 2 {
 		t.Fatalf("the updated function parked %v, want 2: a new spec may bring a server that can", got)
+	}
+	if got := c.ParkedRefusal(key); got != "" {
+		t.Fatalf("after an update ParkedRefusal = %q, want none", got)
 	}
 }

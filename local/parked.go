@@ -202,7 +202,7 @@ func (b *Backend) refuseParkedLocked(pr *parkedRun, why string, now time.Time) {
 	level("function's server does not take its GPU settings after its start (docs/replica-protocol.md, \"Parked processes\"): none parked",
 		zap.String("function", name), zap.String("namespace", ns), zap.String("process", pr.id), zap.String("answer", why))
 	b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir}})
-	_ = b.applyLocked(b.core.ParkedRefused(pr.id, now), now)
+	_ = b.applyLocked(b.core.ParkedRefused(pr.id, why, now), now)
 }
 
 // unparkLocked ends a parked process no replica took.

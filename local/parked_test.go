@@ -279,6 +279,12 @@ func TestParkedByDefaultUnlessTheServerCannot(t *testing.T) {
 				ready, starting := b.core.Parked(k)
 				return ready+starting == 0 && len(b.parked) == 0 && b.core.ParkedTarget(k) == 0
 			})
+			if spec.Deployment.EnvVars["FAAS_GPU_PARKABLE"] == "1" {
+				rep, err := b.GPUReport(ctx)
+				if err != nil || len(rep.Functions) != 1 || !strings.Contains(rep.Functions[0].ParkedRefused, "404") {
+					t.Fatalf("GPU report: want the function's parkedRefused to say /_/gpu answered 404, got %+v, %v", rep.Functions, err)
+				}
+			}
 			if err := b.Scale(ctx, DefaultNamespace, "fn", 2); err != nil {
 				t.Fatal(err)
 			}

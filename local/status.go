@@ -93,10 +93,12 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 	views := b.core.Functions()
 	usage := b.core.Usage()
 	parked, parkedTarget := make(map[string]int, len(views)), make(map[string]int, len(views))
+	parkedRefused := make(map[string]string, len(views))
 	for _, v := range views {
 		k := key(v.Spec.Namespace(), v.Spec.Name())
 		parked[k], _ = b.core.Parked(k)
 		parkedTarget[k] = b.core.ParkedTarget(k)
+		parkedRefused[k] = b.core.ParkedRefusal(k)
 	}
 	running := make(map[string]*replica, len(b.running))
 	for id, r := range b.running {
@@ -125,6 +127,7 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
 			Replicas: v.Desired, Ready: ready(*v), Idle: len(v.Warm), LastScale: v.LastScale,
 			Parked: parked[key(v.Spec.Namespace(), v.Spec.Name())], ParkedTarget: parkedTarget[key(v.Spec.Namespace(), v.Spec.Name())],
+			ParkedRefused: parkedRefused[key(v.Spec.Namespace(), v.Spec.Name())],
 		}
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()

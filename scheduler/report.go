@@ -78,6 +78,10 @@ type FunctionReport struct {
 	// ParkedTarget is how many it keeps parked: the count it asks, or
 	// the one its starts taught it ("auto"); absent: none.
 	ParkedTarget int `json:"parkedTarget,omitempty"`
+	// ParkedRefused is why it parks nothing although it asked, or would
+	// by default: its server showed it cannot be parked (an answer on
+	// /_/gpu, an exit before it waited), until the function is updated.
+	ParkedRefused string `json:"parkedRefused,omitempty"`
 	// Problem is why the function's replicas cannot start (a build folder
 	// with no Dockerfile, an fprocess not in it): the deploy was accepted,
 	// as OpenFaaS accepts it, so this is where the user learns of it.
