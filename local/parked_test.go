@@ -319,3 +319,30 @@ func TestParkedProcessThatExitsFirstIsARefusal(t *testing.T) {
 		return ready+starting == 0 && len(b.parked) == 0 && b.core.ParkedTarget(k) == 0
 	})
 }
+
+// What a parked process's answer to GET /_/gpu says: only the protocol's
+// answer is a process waiting; an answer a server gives a path it does not
+// know is a refusal; anything else (it is still importing) is neither yet.
+func TestParkedAnswer(t *testing.T) {
+	tests := []struct {
+		status      int
+		body        string
+		ready, refd bool
+	}{
+		{200, `{"parked": true}`, true, false},
+		{204, `{"parked":true}`, true, false},
+		{200, `{"parked": false}`, false, true},
+		{200, `hello from the handler`, false, true},
+		{404, `404 page not found`, false, true},
+		{405, ``, false, true},
+		{501, ``, false, true},
+		{503, `parked: waiting`, false, false},
+		{500, `boom`, false, false},
+	}
+	for _, tt := range tests {
+		ready, why := parkedAnswer(tt.status, []byte(tt.body))
+		if ready != tt.ready || (why != "") != tt.refd {
+			t.Errorf("%d %q: ready %v, refused %q; want ready %v, refused %v", tt.status, tt.body, ready, why, tt.ready, tt.refd)
+		}
+	}
+}
