@@ -66,3 +66,22 @@ func TestParkedAutoLearnsTheBursts(t *testing.T) {
 		t.Fatalf("a learnt count should at least halve the misses of one parked: %.2f %% with auto, %.2f %% with one", auto.SLOViolations, one.SLOViolations)
 	}
 }
+
+// -parked asks its count of every function: one whose maximum is lower
+// keeps its maximum, as before the count was read as an annotation, and
+// the run goes on instead of failing its deploy.
+func TestParkedCountAboveAFunctionsMax(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := Generator{Functions: []Function{{Name: "rn", Model: "resnet50", SLO: 100 * time.Millisecond, Max: 3}},
+		Shape: Ramp{{0, 20}, {10 * time.Second, 20}}, Duration: 10 * time.Second, Poisson: true, Seed: 12}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, e := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{Parked: "50", Contention: DefaultContention()})
+	if got := e.pol.(*faasGPU).core.ParkedTarget("openfaas-fn/rn"); got < 1 || got > 3 {
+		t.Fatalf("a function of max 3 asked for 50 parked keeps %d, want 1 to 3", got)
+	}
+}

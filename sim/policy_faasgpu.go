@@ -139,6 +139,12 @@ func (p *faasGPU) deploy(e *Engine, i int, at time.Time, prewarmed bool) error {
 	annotations := map[string]string{}
 	if e.opts.Parked != "" {
 		annotations[scheduler.AnnotationParked] = e.opts.Parked
+		// -parked asks it of every function: one whose maximum is lower
+		// keeps its maximum, as the count was read before it was an
+		// annotation, rather than failing the run.
+		if n, err := strconv.Atoi(e.opts.Parked); err == nil && n > wf.maxReplicas() {
+			annotations[scheduler.AnnotationParked] = strconv.Itoa(wf.maxReplicas())
+		}
 	}
 	scale, err := scheduler.ParseScalePolicy(labels, annotations)
 	if err != nil {
