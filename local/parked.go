@@ -77,7 +77,11 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 	if err != nil {
 		return false
 	}
-	if spec.Scale.ParkedDefault && dep.EnvVars[parkableEnv] != "1" && (build == nil || build.Image.Env[parkableEnv] != "1") {
+	var imageEnv map[string]string
+	if build != nil {
+		imageEnv = build.Image.Env
+	}
+	if spec.Scale.ParkedDefault && !declaresParkable(dep.EnvVars, imageEnv) {
 		return false
 	}
 	process := processOf(dep)
@@ -88,6 +92,16 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 		return process != "" && wd.Mode == "http"
 	}
 	return process != "" && dep.EnvVars["mode"] == "http"
+}
+
+// declaresParkable reports whether a function's server declares that it
+// speaks /_/gpu (parkableEnv "1"): the function's own variable wins over
+// its image's, as it does in the environment a replica starts with.
+func declaresParkable(fnEnv, imageEnv map[string]string) bool {
+	if v, ok := fnEnv[parkableEnv]; ok {
+		return v == "1"
+	}
+	return imageEnv[parkableEnv] == "1"
 }
 
 // noteParkableLocked records, before the core sees spec, whether its

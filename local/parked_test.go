@@ -346,3 +346,25 @@ func TestParkedAnswer(t *testing.T) {
 		}
 	}
 }
+
+// The declaration that a server can be parked follows the environment a
+// replica starts with: the function's own variable wins over its image's.
+func TestDeclaresParkable(t *testing.T) {
+	tests := []struct {
+		name          string
+		fnEnv, imgEnv map[string]string
+		want          bool
+	}{
+		{"neither", nil, nil, false},
+		{"the image", nil, map[string]string{parkableEnv: "1"}, true},
+		{"the function", map[string]string{parkableEnv: "1"}, nil, true},
+		{"the function turns the image's off", map[string]string{parkableEnv: "0"}, map[string]string{parkableEnv: "1"}, false},
+		{"the function turns it on over the image's off", map[string]string{parkableEnv: "1"}, map[string]string{parkableEnv: "0"}, true},
+		{"only 1 declares", nil, map[string]string{parkableEnv: "true"}, false},
+	}
+	for _, tt := range tests {
+		if got := declaresParkable(tt.fnEnv, tt.imgEnv); got != tt.want {
+			t.Errorf("%s: declaresParkable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
