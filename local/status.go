@@ -92,13 +92,17 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 	inv := b.cfg.Inventory
 	views := b.core.Functions()
 	usage := b.core.Usage()
-	parked, parkedTarget := make(map[string]int, len(views)), make(map[string]int, len(views))
-	parkedRefused := make(map[string]string, len(views))
-	for _, v := range views {
+	// What each function keeps parked, read under the lock, by the index
+	// of its view.
+	type parking struct {
+		ready, target int
+		refused       string
+	}
+	parked := make([]parking, len(views))
+	for i, v := range views {
 		k := key(v.Spec.Namespace(), v.Spec.Name())
-		parked[k], _ = b.core.Parked(k)
-		parkedTarget[k] = b.core.ParkedTarget(k)
-		parkedRefused[k] = b.core.ParkedRefusal(k)
+		parked[i].ready, _ = b.core.Parked(k)
+		parked[i].target, parked[i].refused = b.core.ParkedTarget(k), b.core.ParkedRefusal(k)
 	}
 	running := make(map[string]*replica, len(b.running))
 	for id, r := range b.running {
@@ -126,8 +130,7 @@ func (b *Backend) GPUReport(ctx context.Context) (scheduler.ClusterReport, error
 			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
 			Replicas: v.Desired, Ready: ready(*v), Idle: len(v.Warm), LastScale: v.LastScale,
-			Parked: parked[key(v.Spec.Namespace(), v.Spec.Name())], ParkedTarget: parkedTarget[key(v.Spec.Namespace(), v.Spec.Name())],
-			ParkedRefused: parkedRefused[key(v.Spec.Namespace(), v.Spec.Name())],
+			Parked: parked[i].ready, ParkedTarget: parked[i].target, ParkedRefused: parked[i].refused,
 		}
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()
