@@ -1,12 +1,8 @@
 package local
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -15,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/faas-gpu/faas-gpu/internal/parking"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
@@ -26,14 +23,6 @@ import (
 // (docs/replica-protocol.md, "Parked processes"): GET /_/gpu answers 2xx
 // while one waits, and POST /_/gpu hands it the replica's environment and
 // answers once it serves with it.
-
-// parkedEnv marks a process started parked.
-const parkedEnv = "FAAS_GPU_PARKED"
-
-// parkableEnv, "1" in a function's environment or its image's, declares
-// that its server speaks /_/gpu: it is parked by default, without
-// com.openfaas.gpu.parked.
-const parkableEnv = "FAAS_GPU_PARKABLE"
 
 // handOverTimeout bounds a hand-over: the process loads its model in it.
 const handOverTimeout = 5 * time.Minute
@@ -64,7 +53,7 @@ type parkedRun struct {
 // or behind the provider's watchdog (a template's build), not an emulated
 // worker, nor a classic, streaming or static one; and that asks, or did not
 // say (the default, auto) and whose server declares that it speaks /_/gpu
-// (parkableEnv, as the pytorch-gpu template's image does). Asking by
+// (parking.DeclareEnv, as the pytorch-gpu template's image does). Asking by
 // default only what declares it keeps the first parked process's probe
 // from invoking a handler that serves every path. Whether a server really
 // speaks it shows once one is started (parkedAnswer).
@@ -81,7 +70,7 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 	if build != nil {
 		imageEnv = build.Image.Env
 	}
-	if spec.Scale.ParkedDefault && !declaresParkable(dep.EnvVars, imageEnv) {
+	if spec.Scale.ParkedDefault && !parking.Declares(dep.EnvVars, imageEnv) {
 		return false
 	}
 	process := processOf(dep)
@@ -92,16 +81,6 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 		return process != "" && wd.Mode == "http"
 	}
 	return process != "" && dep.EnvVars["mode"] == "http"
-}
-
-// declaresParkable reports whether a function's server declares that it
-// speaks /_/gpu (parkableEnv "1"): the function's own variable wins over
-// its image's, as it does in the environment a replica starts with.
-func declaresParkable(fnEnv, imageEnv map[string]string) bool {
-	if v, ok := fnEnv[parkableEnv]; ok {
-		return v == "1"
-	}
-	return imageEnv[parkableEnv] == "1"
 }
 
 // noteParkableLocked records, before the core sees spec, whether its
@@ -252,7 +231,7 @@ func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p 
 	ns, name := splitKey(r.fn)
 	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
 	b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
-	settings := handOverSettings(lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
+	settings := parking.Settings(lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
 		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}))
 	run := &handedOver{parkedRunner: pr.run}
 	r.run, r.dir = run, pr.dir
@@ -304,40 +283,13 @@ func (h *handedOver) Unready() string {
 	return ""
 }
 
-// handOverSettings are the variables a hand-over sends: the replica's
-// rendered environment.
-func handOverSettings(vars []lifecycle.EnvVar) map[string]string {
-	m := make(map[string]string, len(vars))
-	for _, e := range vars {
-		m[e.Name] = e.Value
-	}
-	return m
-}
-
 // handOver gives a parked process the settings of the replica it becomes
 // (POST /_/gpu) and returns once it serves with them. From then on a
 // restart starts it as that replica (its environment with the settings,
 // not parked), and readiness is a replica's.
 func (r *processRunner) handOver(ctx context.Context, settings map[string]string) error {
-	body, err := json.Marshal(struct {
-		Env map[string]string `json:"env"`
-	}{settings})
-	if err != nil {
+	if err := parking.HandOver(ctx, r.client, r.URL(), settings); err != nil {
 		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL()+"/_/gpu", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("hand-over: %w", err)
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("hand-over: POST /_/gpu answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
 	}
 	keys := make([]string, 0, len(settings))
 	for k := range settings {
@@ -347,7 +299,7 @@ func (r *processRunner) handOver(ctx context.Context, settings map[string]string
 	r.mu.Lock()
 	env := make([]string, 0, len(r.spec.Env)+len(keys))
 	for _, kv := range r.spec.Env {
-		if k, _, _ := strings.Cut(kv, "="); k != parkedEnv {
+		if k, _, _ := strings.Cut(kv, "="); k != parking.Env {
 			if _, set := settings[k]; set {
 				continue
 			}

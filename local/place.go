@@ -11,6 +11,7 @@ import (
 
 	"github.com/faas-gpu/faas-gpu/cache"
 	"github.com/faas-gpu/faas-gpu/gpu"
+	"github.com/faas-gpu/faas-gpu/internal/parking"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"github.com/openfaas/faas-provider/types"
@@ -285,19 +286,13 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p *scheduler
 	if build != nil {
 		env = append(env, build.imageEnv()...)
 	}
-	vars := lifecycle.FunctionEnv(v.Spec)
+	vars := parking.StartEnv(v.Spec)
 	if p != nil {
 		vars = lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: *p,
 			MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id})
 	}
 	for _, e := range vars {
 		env = append(env, e.Name+"="+e.Value)
-	}
-	if p == nil {
-		// No GPU until its hand-over: a server that does not speak the
-		// protocol, parked by default, must not reach every GPU at full
-		// SM before it is found out (parkedAnswer).
-		env = append(env, parkedEnv+"=1", "CUDA_VISIBLE_DEVICES=")
 	}
 	if secretsDir != "" {
 		env = append(env, "secret_mount_path="+secretsDir+"/")

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/faas-gpu/faas-gpu/internal/parking"
 )
 
 // errStopped ends the supervisor when Stop raced with a restart.
@@ -65,7 +66,7 @@ type processRunner struct {
 	// unready is the readiness path's last not-ready answer.
 	unready atomic.Pointer[string]
 	// refused is why a parked process showed that its server does not
-	// speak /_/gpu (parkedAnswer), or cannot start without its GPU
+	// speak /_/gpu (parking.Answer), or cannot start without its GPU
 	// settings (it exited before it waited for them); nil while it may.
 	// waited is set once it has waited for them.
 	refused atomic.Pointer[string]
@@ -361,7 +362,7 @@ func (r *processRunner) probe(run context.Context) bool {
 	}
 	if parked {
 		var refused string
-		ok, refused = parkedAnswer(resp.StatusCode, body)
+		ok, refused = parking.Answer(resp.StatusCode, body)
 		if refused != "" {
 			r.refused.Store(&refused)
 		}
@@ -385,28 +386,6 @@ func (r *processRunner) probe(run context.Context) bool {
 	why = fmt.Sprintf("%s answers %d: %s", path, resp.StatusCode, why)
 	r.unready.Store(&why)
 	return false
-}
-
-// parkedAnswer reads a parked process's answer to GET /_/gpu: ready when
-// it says it waits for its settings ({"parked": true}, the protocol's
-// answer); refused, with why, when it answers as a server that does not
-// know the path (a 404, 405 or 501, or a 2xx that is not that answer),
-// since one that does not take its settings after its start must not be
-// handed a replica. Anything else (a 503 while it imports) is neither yet.
-func parkedAnswer(status int, body []byte) (ready bool, refused string) {
-	switch {
-	case status >= 200 && status < 300:
-		var says struct {
-			Parked bool `json:"parked"`
-		}
-		if json.Unmarshal(body, &says) == nil && says.Parked {
-			return true, ""
-		}
-		return false, fmt.Sprintf(`GET /_/gpu answered %d without {"parked": true}`, status)
-	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented:
-		return false, fmt.Sprintf("GET /_/gpu answered %d", status)
-	}
-	return false, ""
 }
 
 // parkRefused is why this parked process's server showed it cannot be
