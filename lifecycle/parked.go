@@ -365,3 +365,28 @@ func (c *Core) Parked(key string) (ready, starting int) {
 	}
 	return len(fn.parked.ready), len(fn.parked.starting)
 }
+
+// ParkedProcess is one of a function's parked processes, for a backend
+// that writes them as objects of their own (the Kubernetes backend's
+// pods): on Node, Ready once ParkedReady said so.
+type ParkedProcess struct {
+	ID, Node string
+	Ready    bool
+}
+
+// ParkedProcesses are the processes function key keeps parked now,
+// starting ones first; nil for none.
+func (c *Core) ParkedProcesses(key string) []ParkedProcess {
+	fn := c.functions[key]
+	if fn == nil || fn.parked.size() == 0 {
+		return nil
+	}
+	out := make([]ParkedProcess, 0, fn.parked.size())
+	for _, p := range fn.parked.starting {
+		out = append(out, ParkedProcess{ID: p.id, Node: p.node})
+	}
+	for _, p := range fn.parked.ready {
+		out = append(out, ParkedProcess{ID: p.id, Node: p.node, Ready: true})
+	}
+	return out
+}
