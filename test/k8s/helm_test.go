@@ -91,6 +91,15 @@ func TestHelmChartInstallsAndItsRBACSuffices(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("charted not ready under the chart's RBAC:\n%s", tail(p.out.String(), 4000))
 	}
+	// Scaled down, a replica is kept warm: its pod is labelled out of
+	// routing.
+	p.must(t, http.StatusAccepted, http.MethodPost, "/system/scale-function/charted?namespace="+chartFnNS, map[string]any{"serviceName": "charted", "replicas": 1})
+	if err := poll(30*time.Second, func() bool {
+		pods, err := env.client.CoreV1().Pods(chartFnNS).List(ctx, metav1.ListOptions{LabelSelector: labelWarm + "=true"})
+		return err == nil && len(pods.Items) == 1
+	}); err != nil {
+		t.Errorf("no warm pod of charted under the chart's RBAC:\n%s", tail(p.out.String(), 4000))
+	}
 	p.must(t, http.StatusAccepted, http.MethodDelete, "/system/functions?namespace="+chartFnNS, map[string]any{"functionName": "charted"})
 	if err := poll(30*time.Second, func() bool {
 		deps, err := env.client.AppsV1().Deployments(chartFnNS).List(ctx, metav1.ListOptions{LabelSelector: "faas_function"})

@@ -117,9 +117,11 @@ functions' Secrets, and events for pending reasons. */}}
 - apiGroups: [""]
   resources: ["services", "secrets"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# Pods: a warm replica's pod is labelled out of routing (patch) and removed
+# when it is evicted (delete).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
