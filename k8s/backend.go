@@ -122,6 +122,9 @@ type Backend struct {
 	viewTime time.Time
 
 	inflight sync.Map // pod UID -> *atomic.Int64
+	// parkProbes are the parked processes whose pod is being asked
+	// GET /_/gpu (parked.go), by process ID.
+	parkProbes sync.Map
 	// podSlice is each routed pod's slice config, decoded once from its
 	// placement annotation (resolver.go), pod UID -> scheduler.SliceConfig.
 	podSlice sync.Map

@@ -97,6 +97,11 @@ type Options struct {
 	// Resync is how often every function is written again, to undo
 	// changes made behind faas-gpu's back.
 	Resync time.Duration
+	// Parked keeps functions' parked processes as pods (parked.go): a
+	// burst's replicas take a pod started ahead instead of starting
+	// theirs. Off by default: a parked pod sees every GPU faas-gpu holds
+	// on its node until its hand-over.
+	Parked bool
 }
 
 // DefaultOptions are the flags' defaults: client-go's usual Lease timings.
@@ -150,6 +155,7 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	})
 	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
 	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")
+	fs.BoolVar(&o.Parked, "k8s-parked", o.Parked, "kubernetes: keep functions' parked processes (com.openfaas.gpu.parked) as pods started ahead of their placements; a parked pod sees every GPU faas-gpu holds on its node until its hand-over")
 	fs.DurationVar(&o.Resync, "k8s-resync", o.Resync, "kubernetes: how often every function's objects are written again to undo outside changes")
 	return &o
 }

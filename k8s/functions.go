@@ -30,7 +30,7 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 			if v, ok := st.core.Function(k); ok {
 				b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("decision", v.Plan.Decision))
 			}
-			warnParked(b.log, spec)
+			b.warnParked(spec)
 		}
 		return res, err
 	})
@@ -46,17 +46,18 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	return b.change(ctx, fnKey(spec.Namespace(), spec.Name()), func(st *state, now time.Time) (lifecycle.Result, error) {
 		res, err := st.core.Update(spec, now)
 		if err == nil {
-			warnParked(b.log, spec)
+			b.warnParked(spec)
 		}
 		return res, err
 	})
 }
 
-// warnParked says that a function's parked processes are not kept here:
-// a pod's GPU is fixed when it is created (docs/scheduling.md §3c).
-func warnParked(log *zap.Logger, spec scheduler.Function) {
-	if spec.Scale.ParkedAsked() != "" {
-		log.Warn("function asks for parked processes, which the Kubernetes backend does not keep: none kept",
+// warnParked says that a function's parked pods are not kept without
+// -k8s-parked: a parked pod sees every GPU faas-gpu holds on its node,
+// so the installation turns them on (docs/kubernetes.md, "Parked pods").
+func (b *Backend) warnParked(spec scheduler.Function) {
+	if spec.Scale.ParkedAsked() != "" && !b.cfg.Parked {
+		b.log.Warn("function asks for parked processes, which this installation does not keep (-k8s-parked): none kept",
 			zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("parked", spec.Scale.ParkedAsked()))
 	}
 }
@@ -204,6 +205,9 @@ func (b *Backend) coreOptions() lifecycle.Options {
 	o.NoWarm = !b.cfg.WarmReplicas
 	o.NoConsolidate = b.cfg.NoConsolidate
 	o.NoStandby = b.cfg.NoStandby
+	if b.cfg.Parked {
+		o.CanPark = canPark
+	}
 	return o
 }
 

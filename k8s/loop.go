@@ -94,6 +94,9 @@ func (b *Backend) reconcile(all bool) {
 	for k := range st.reportReady(b.servingLocked(st), now) {
 		dirty[k] = true
 	}
+	for k := range b.checkParkedLocked(st, now) {
+		dirty[k] = true
+	}
 	if b.modelsTold.Swap(false) || all {
 		b.feedModels(st, now)
 	}

@@ -54,7 +54,9 @@ func (b *Backend) report(st *state) scheduler.ClusterReport {
 			SMPercent: v.Plan.Base.SMPercent, MemoryBytes: v.Plan.Request.MemoryBytes, Batch: max(v.Plan.Base.Batch, 1),
 			Autoscaled: v.Plan.Autoscaled, Decision: v.Plan.Decision, Rate: v.Rate,
 			Replicas: v.Desired, LastScale: v.LastScale, Idle: len(v.Warm),
+			ParkedTarget: st.core.ParkedTarget(v.Key), ParkedRefused: st.core.ParkedRefusal(v.Key),
 		}
+		fr.Parked, _ = st.core.Parked(v.Key)
 		if v.Plan.Request.SLO > 0 {
 			fr.SLO = v.Plan.Request.SLO.String()
 		}

@@ -92,6 +92,13 @@ func restoreState(objs clusterObjects, opts lifecycle.Options, now time.Time, lo
 		if d.Spec.Replicas != nil {
 			n = int(*d.Spec.Replicas)
 		}
+		// Pods adopted from parked ones (parked.go) are the group's
+		// beyond what its Deployment runs.
+		for _, p := range pods[dk] {
+			if p.Labels[LabelAdopted] == "true" && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
 		ids := restoredIDs(d.Namespace, d.Name, pods[dk], max(n, len(pods[dk])))
 		fk := fnKey(d.Namespace, d.Labels[LabelFunction])
 		rec := recs[fk]

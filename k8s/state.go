@@ -65,6 +65,14 @@ type state struct {
 	// fed are the models each booking's pod said it holds, as last put
 	// into the core's cache (Backend.feedModels).
 	fed map[string][]string
+	// handOvers are the replicas taking a parked pod (parked.go), by
+	// replica ID; parkedSeen the parked processes whose pod was seen, so
+	// that one whose pod went is gone for the core.
+	handOvers  map[string]*handOver
+	parkedSeen map[string]bool
+	// parkFailed are the parked processes whose pod could not be created,
+	// and why, until the loop tells the core.
+	parkFailed map[string]error
 }
 
 // eviction is the pod of a warm replica gone: of function fn, in group.
@@ -111,7 +119,7 @@ func newState(inv gpu.Inventory, opts lifecycle.Options, log *zap.Logger) *state
 		stats: scheduler.NewStatsRecorder(), since: time.Now(), started: map[types.UID]bool{},
 		groupOf: map[string]string{}, drains: map[string]*drain{}, reasons: map[string]string{},
 		requests: map[string]gpu.Request{}, warmPod: map[string]string{}, evictions: map[string]eviction{},
-		fed: map[string][]string{},
+		fed: map[string][]string{}, handOvers: map[string]*handOver{}, parkedSeen: map[string]bool{}, parkFailed: map[string]error{},
 	}
 }
 
@@ -198,6 +206,11 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if _, known := s.groupOf[e.Replica.ID]; !known && e.Replica.Placement != nil {
 				s.groupOf[e.Replica.ID] = s.groupFor(e.Function, *e.Replica.Placement, e.Replica.Config)
 			}
+			if e.Parked != "" {
+				// It takes a parked pod, adopted into its group once
+				// handed its settings (parked.go).
+				s.handOvers[e.Replica.ID] = &handOver{fn: e.Function, pod: parkedPodName(e.Parked), group: s.groupOf[e.Replica.ID]}
+			}
 			if e.Warm {
 				// Started out of service (a standby): out of routing once
 				// the writer has tied its pod to it, before that pod is
@@ -215,6 +228,10 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			// Back in routing: its pod is unlabelled by the writer.
 			delete(s.warmPod, e.Replica.ID)
 		case lifecycle.Stop:
+			if h := s.handOvers[e.Replica.ID]; h != nil && !h.done {
+				// Stopped before its hand-over: the pod is not adopted.
+				delete(s.handOvers, e.Replica.ID)
+			}
 			name, ok := s.groupOf[e.Replica.ID]
 			if !ok {
 				continue
@@ -337,6 +354,11 @@ func (s *state) forgetGone() {
 	for id := range s.fed {
 		if _, ok := s.core.Replica(id); !ok {
 			delete(s.fed, id)
+		}
+	}
+	for id := range s.handOvers {
+		if _, ok := s.core.Replica(id); !ok {
+			delete(s.handOvers, id)
 		}
 	}
 	for id := range s.reasons {

@@ -69,8 +69,15 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 	written := sortedKeys(b.written[k])
 	warm := st.warmPlan(k)
+	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, ImagePullPolicy: b.cfg.ImagePullPolicy, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
+	parked := b.planParkedLocked(st, k, groups, opts)
+	unheld := groups
 	groups = b.holdForEvictions(st, groups)
 	b.mu.Unlock()
+	// Begun whatever this write comes to: the plan marked them begun.
+	for _, job := range parked.handOver {
+		go b.runHandOver(k, job)
+	}
 	if err != nil {
 		return err
 	}
@@ -91,10 +98,9 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	}
 
 	want := map[string]bool{}
-	opts := renderOptions{MPSPipeDir: b.cfg.MPSPipeDir, RuntimeClass: b.cfg.RuntimeClass, ImagePullPolicy: b.cfg.ImagePullPolicy, Port: b.cfg.FunctionPort, ModelStore: b.cfg.ModelStore}
-	for _, g := range groups {
+	for i, g := range groups {
 		d := renderDeployment(g, opts)
-		if g.Replicas == 0 {
+		if g.Replicas < unheld[i].Replicas && g.Replicas == 0 {
 			if _, err := b.deps.in(ns).Deployments(ns).Get(d.Name); err != nil {
 				// Held back for an evicted pod: created once it is gone.
 				want[d.Name] = true
@@ -130,7 +136,10 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 			b.log.Info("replica group removed", zap.String("function", name), zap.String("namespace", ns), zap.String("deployment", n))
 		}
 	}
-	return b.syncWarm(ctx, k, warm)
+	if err := b.syncWarm(ctx, k, warm); err != nil {
+		return err
+	}
+	return b.syncParked(ctx, k, parked)
 }
 
 // holdForEvictions keeps each group on a GPU an evicted warm pod still

@@ -55,6 +55,8 @@ func providerNeeds(fnNamespaces []string, clusterWide bool) []need {
 			need{"", "pods", "get", ns, ""},
 			need{"", "pods", "list", ns, ""},
 			need{"", "pods", "watch", ns, ""},
+			need{"", "pods", "patch", ns, ""},  // a warm pod out of routing, a parked one adopted
+			need{"", "pods", "delete", ns, ""}, // an evicted warm pod, a parked one
 			need{"", "pods/log", "get", ns, ""},
 			need{"", "namespaces", "get", ns, ns},
 		)
@@ -179,7 +181,17 @@ func checkRBAC(t *testing.T, r *rendered, fnNamespaces []string, clusterWide boo
 	}
 
 	provider := grantsOf(t, r, "faas-gpu")
-	for _, n := range providerNeeds(fnNamespaces, clusterWide) {
+	needs := providerNeeds(fnNamespaces, clusterWide)
+	// Parked pods are the only ones the provider creates in a function
+	// namespace: that right only where its flags park.
+	args := r.one(t, "Deployment", "faas-gpu").workload(t).Spec.Template.Spec.container(t, "provider").Args
+	parked := slices.Contains(args, "-k8s-parked=true")
+	if parked {
+		for _, ns := range fnNamespaces {
+			needs = append(needs, need{"", "pods", "create", ns, ""})
+		}
+	}
+	for _, n := range needs {
 		if !allows(provider, n) {
 			t.Errorf("the provider cannot %s", n)
 		}
@@ -214,7 +226,9 @@ func checkRBAC(t *testing.T, r *rendered, fnNamespaces []string, clusterWide boo
 		{"", "pods/exec", "create", fnNamespaces[0], ""},
 		{"", "serviceaccounts", "create", fnNamespaces[0], ""},
 		{"rbac.authorization.k8s.io", "rolebindings", "create", fnNamespaces[0], ""},
-		{"", "pods", "create", fnNamespaces[0], ""},
+	}
+	if !parked {
+		never = append(never, need{"", "pods", "create", fnNamespaces[0], ""})
 	}
 	if !clusterWide {
 		never = append(never,
@@ -275,6 +289,16 @@ func TestRBACClusterWide(t *testing.T) {
 	checkRBAC(t, r, []string{fnNamespace, "any-other"}, true)
 	if got := r.find("Role", "faas-gpu"); len(got) != 0 {
 		t.Errorf("rbac.clusterWide=true still renders function-namespace Roles")
+	}
+}
+
+// With provider.parkedPods the provider may create pods in its function
+// namespaces, for its parked pods; without, it may not (TestDefaults).
+func TestRBACParkedPods(t *testing.T) {
+	r := render(t, "--set", "provider.parkedPods=true")
+	checkRBAC(t, r, []string{fnNamespace}, false)
+	if !allows(grantsOf(t, r, "faas-gpu"), need{"", "pods", "create", fnNamespace, ""}) {
+		t.Error("provider.parkedPods=true: the provider may not create its parked pods")
 	}
 }
 

@@ -41,7 +41,7 @@ func TestHelmChartInstallsAndItsRBACSuffices(t *testing.T) {
 	}
 	start := time.Now()
 	helm("install", release, "chart/faas-gpu", "-n", relNS, "--create-namespace",
-		"--set", "openfaas.functionNamespace="+chartFnNS, "--set", "basicAuth.password=s3cret", "--set", "mps.enabled=true", "--wait", "--timeout", "90s")
+		"--set", "openfaas.functionNamespace="+chartFnNS, "--set", "basicAuth.password=s3cret", "--set", "mps.enabled=true", "--set", "provider.parkedPods=true", "--wait", "--timeout", "90s")
 	t.Logf("helm install --wait: %v", time.Since(start).Round(time.Millisecond))
 	defer func() {
 		helm("uninstall", release, "-n", relNS, "--wait", "--timeout", "60s")
@@ -83,6 +83,7 @@ func TestHelmChartInstallsAndItsRBACSuffices(t *testing.T) {
 
 	f := fn("charted", 30, "2Gi")
 	f.Namespace = chartFnNS
+	(*f.Annotations)["com.openfaas.gpu.parked"] = "1" // its pod is parked (created), then removed
 	p.deploy(t, f)
 	p.must(t, http.StatusAccepted, http.MethodPost, "/system/scale-function/charted?namespace="+chartFnNS, map[string]any{"serviceName": "charted", "replicas": 2})
 	if err := poll(30*time.Second, func() bool {
@@ -90,6 +91,12 @@ func TestHelmChartInstallsAndItsRBACSuffices(t *testing.T) {
 		return strings.Contains(string(st), `"availableReplicas":2`)
 	}); err != nil {
 		t.Fatalf("charted not ready under the chart's RBAC:\n%s", tail(p.out.String(), 4000))
+	}
+	if err := poll(20*time.Second, func() bool {
+		pods, err := env.client.CoreV1().Pods(chartFnNS).List(ctx, metav1.ListOptions{LabelSelector: "gpu.faas-gpu.dev/parked=charted"})
+		return err == nil && len(pods.Items) > 0
+	}); err != nil {
+		t.Errorf("no parked pod of charted under the chart's RBAC:\n%s", tail(p.out.String(), 4000))
 	}
 	// Scaled down, a replica is kept warm: its pod is labelled out of
 	// routing.
@@ -103,9 +110,10 @@ func TestHelmChartInstallsAndItsRBACSuffices(t *testing.T) {
 	p.must(t, http.StatusAccepted, http.MethodDelete, "/system/functions?namespace="+chartFnNS, map[string]any{"functionName": "charted"})
 	if err := poll(30*time.Second, func() bool {
 		deps, err := env.client.AppsV1().Deployments(chartFnNS).List(ctx, metav1.ListOptions{LabelSelector: "faas_function"})
-		return err == nil && len(deps.Items) == 0
+		parked, perr := env.client.CoreV1().Pods(chartFnNS).List(ctx, metav1.ListOptions{LabelSelector: "gpu.faas-gpu.dev/parked"})
+		return err == nil && perr == nil && len(deps.Items) == 0 && len(parked.Items) == 0
 	}); err != nil {
-		t.Errorf("charted's Deployments not removed")
+		t.Errorf("charted's Deployments or parked pods not removed")
 	}
 	p.stop(t, syscall.SIGTERM) // before the uninstall takes its rights away
 	if strings.Contains(p.out.String(), "forbidden") {

@@ -56,11 +56,15 @@ func podUsage(ctx context.Context) (usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	ptrs := make([]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		ptrs[i] = &pods.Items[i]
+	return usageOf(podPtrs(pods.Items)), nil
+}
+
+func podPtrs(pods []corev1.Pod) []*corev1.Pod {
+	ptrs := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		ptrs[i] = &pods[i]
 	}
-	return usageOf(ptrs), nil
+	return ptrs
 }
 
 func usageOf(pods []*corev1.Pod) usage {
@@ -76,6 +80,19 @@ func usageOf(pods []*corev1.Pod) usage {
 		sm, _ := strconv.Atoi(e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
 		if p.Labels[labelWarm] == "true" {
 			sm = 0 // a warm replica's pod serves nothing: it keeps memory, not SMs
+		}
+		if p.Labels[labelAdopted] == "true" {
+			// A parked pod handed its settings: its environment is the
+			// parked one, its placement the annotation it was adopted with.
+			var pa placementAnn
+			_ = json.Unmarshal([]byte(p.Annotations["gpu.faas-gpu.dev/placement"]), &pa)
+			if sm = pa.Placement.Slice.SMPercent; p.Labels[labelWarm] == "true" {
+				sm = 0
+			}
+			for _, g := range pa.Placement.GPUs {
+				u.add(g, sm, pa.Placement.Slice.MemoryBytes)
+			}
+			continue
 		}
 		for i, g := range strings.Split(e["NVIDIA_VISIBLE_DEVICES"], ",") {
 			u.add(g, sm, memLimit(e["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], i))
@@ -163,11 +180,18 @@ func deploymentUsage(ctx context.Context) (usage, error) {
 	}
 	warmIn := map[string]int32{}
 	for _, p := range warm.Items {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && p.Labels[labelAdopted] != "true" {
 			warmIn[p.Namespace+"/"+p.Labels["gpu.faas-gpu.dev/group"]]++
 		}
 	}
-	u := usage{}
+	// Pods adopted from parked ones are their group's beyond what its
+	// Deployment counts, at the placement they were adopted with.
+	adopted, err := env.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labelAdopted + "=true",
+		ResourceVersion: deps.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	if err != nil {
+		return nil, err
+	}
+	u := usageOf(podPtrs(adopted.Items))
 	for _, d := range deps.Items {
 		var p placementAnn
 		if err := json.Unmarshal([]byte(d.Annotations["gpu.faas-gpu.dev/placement"]), &p); err != nil {

@@ -118,10 +118,18 @@ functions' Secrets, and events for pending reasons. */}}
   resources: ["services", "secrets"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 # Pods: a warm replica's pod is labelled out of routing (patch) and removed
-# when it is evicted (delete).
+# when it is evicted (delete); a parked pod is adopted into a group (patch)
+# and removed.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "patch", "delete"]
+{{- if .Values.provider.parkedPods }}
+# Parked pods are created by the provider itself (the rest by the
+# ReplicaSet controller): only where the installation turns them on.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create"]
+{{- end }}
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]

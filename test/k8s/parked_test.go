@@ -1,0 +1,261 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	labelParked  = "gpu.faas-gpu.dev/parked"
+	labelAdopted = "gpu.faas-gpu.dev/adopted"
+)
+
+// parkedServer stands in, on a parked pod's IP, for a server that speaks
+// the replica protocol's /_/gpu: parked until its hand-over, whose
+// settings it keeps.
+type parkedServer struct {
+	mu     sync.Mutex
+	handed map[string]string
+}
+
+func (s *parkedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case r.URL.Path == "/_/gpu" && r.Method == http.MethodGet && s.handed == nil:
+		_, _ = w.Write([]byte(`{"parked": true}`))
+	case r.URL.Path == "/_/gpu" && r.Method == http.MethodPost && s.handed == nil:
+		var body struct {
+			Env map[string]string `json:"env"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.handed = body.Env
+	case r.URL.Path == "/_/gpu":
+		http.NotFound(w, r)
+	case s.handed == nil:
+		http.Error(w, "parked", http.StatusServiceUnavailable)
+	}
+}
+
+func (s *parkedServer) settings() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handed
+}
+
+// serveParked listens as pod on its IP and port.
+func serveParked(t *testing.T, pod corev1.Pod, port int) *parkedServer {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("listen as parked pod %s: %v", pod.Name, err)
+	}
+	s := &parkedServer{}
+	srv := &http.Server{Handler: s}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// parkedPods are a function's parked pods that run, not being deleted.
+func parkedPods(t *testing.T, name string) []corev1.Pod {
+	t.Helper()
+	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: labelParked + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func podEnv(p corev1.Pod) map[string]string {
+	e := map[string]string{}
+	for _, v := range p.Spec.Containers[0].Env {
+		e[v.Name] = v.Value
+	}
+	return e
+}
+
+// With -k8s-parked, a function that asks keeps a pod started ahead on
+// its node: out of its Service's selector, with no GPU settings and the
+// node's held GPUs visible. The next replica placed there takes it: the
+// pod is handed the replica's settings (its GPU by UUID) and adopted into
+// the replica's group, whose Deployment does not start a pod for it; a
+// new one is parked. A restart books the adopted pod where it runs, and
+// deleting the function leaves nothing behind.
+func TestParkedPodBecomesTheNextReplica(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-k8s-parked", "-k8s-function-port", strconv.Itoa(port)}
+	p := startProvider(t, "parked", args...)
+	p.leads(t, 10*time.Second)
+	watchInvariants(t, p)
+	defer func() { cleanUp(t, p) }() // the provider started last
+
+	f := fn("parkfn", 30, "4Gi")
+	(*f.Annotations)["com.openfaas.gpu.parked"] = "1"
+	lbl := map[string]string{"com.openfaas.scale.max": "4"}
+	f.Labels = &lbl
+	p.deploy(t, f)
+	p.ready(t, "parkfn", 1, 20*time.Second)
+	first := livePods(t, "parkfn")
+	if len(first) != 1 {
+		t.Fatalf("%d pods, want 1", len(first))
+	}
+	firstGPU := first[0].Annotations["gpu.faas-gpu.dev/gpu-uuids"]
+
+	var parked []corev1.Pod
+	if err := poll(20*time.Second, func() bool { parked = parkedPods(t, "parkfn"); return len(parked) == 1 }); err != nil {
+		t.Fatalf("%d parked pods running, want 1", len(parked))
+	}
+	pp := parked[0]
+	e := podEnv(pp)
+	if e["FAAS_GPU_PARKED"] != "1" || e["CUDA_VISIBLE_DEVICES"] != "" || e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "" {
+		t.Errorf("parked pod's environment %v; want FAAS_GPU_PARKED=1, CUDA_VISIBLE_DEVICES empty, no MPS share", e)
+	}
+	if !slices.Contains(strings.Split(e["NVIDIA_VISIBLE_DEVICES"], ","), firstGPU) {
+		t.Errorf("parked pod sees %q; want the node's held GPU %s among them", e["NVIDIA_VISIBLE_DEVICES"], firstGPU)
+	}
+	if pp.Labels["faas_function"] != "" || pp.Spec.NodeName != first[0].Spec.NodeName || len(pp.OwnerReferences) != 1 || pp.OwnerReferences[0].Kind != "Service" {
+		t.Errorf("parked pod labels %v, node %s (replica's %s), owners %v; want out of the function's selector, beside its replica, owned by its record",
+			pp.Labels, pp.Spec.NodeName, first[0].Spec.NodeName, pp.OwnerReferences)
+	}
+	srv := serveParked(t, pp, port)
+	// The core counts it parked once it answered GET /_/gpu.
+	if err := poll(20*time.Second, func() bool {
+		for _, fr := range p.gpus(t).Functions {
+			if fr.Name == "parkfn" {
+				return fr.Parked == 1
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal("/system/gpus never shows parkfn's parked pod ready")
+	}
+
+	p.scale(t, "parkfn", 2)
+	p.ready(t, "parkfn", 2, 30*time.Second)
+	got := srv.settings()
+	if got == nil {
+		t.Fatal("the parked pod was never handed over")
+	}
+	adopted, err := env.client.CoreV1().Pods(fnNS).Get(context.Background(), pp.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := adopted.Labels["gpu.faas-gpu.dev/group"]
+	gpu := adopted.Annotations["gpu.faas-gpu.dev/gpu-uuids"]
+	if adopted.Labels[labelAdopted] != "true" || adopted.Labels["faas_function"] != "parkfn" || group == "" || adopted.Labels[labelParked] != "" {
+		t.Errorf("handed-over pod's labels %v; want adopted into a group of parkfn", adopted.Labels)
+	}
+	if _, ok := adopted.Labels["pod-template-hash"]; ok {
+		t.Error("the adopted pod carries pod-template-hash: its group's ReplicaSet could take it")
+	}
+	if got["CUDA_VISIBLE_DEVICES"] != gpu || got["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "30" || got["FAAS_GPU_MODEL"] != "model-parkfn" || got["FAAS_GPU_REPLICA_GROUP"] != group {
+		t.Errorf("hand-over settings %v; want CUDA_VISIBLE_DEVICES=%s (its placement), 30 %% SM, its model and group %s", got, gpu, group)
+	}
+	// Its group's Deployment runs the group's size less the adopted pod.
+	pods := livePods(t, "parkfn")
+	inGroup := 0
+	for _, q := range pods {
+		if q.Labels["gpu.faas-gpu.dev/group"] == group {
+			inGroup++
+		}
+	}
+	for _, d := range liveDeployments(t, "parkfn") {
+		if d.Name == group && int(*d.Spec.Replicas) != inGroup-1 {
+			t.Errorf("group %s: Deployment at %d with %d pods, one adopted; want %d", group, *d.Spec.Replicas, inGroup, inGroup-1)
+		}
+	}
+	if len(pods) != 2 {
+		t.Errorf("%d pods of parkfn, want 2 (one adopted, none started for the same replica)", len(pods))
+	}
+	var next []corev1.Pod
+	if err := poll(20*time.Second, func() bool { next = parkedPods(t, "parkfn"); return len(next) == 1 && next[0].Name != pp.Name }); err != nil {
+		t.Errorf("parked pods %v after the hand-over; want one new", podNames(next))
+	}
+
+	// A restart books the adopted pod where it runs: no pod is started
+	// or removed for it.
+	p.stop(t, syscall.SIGTERM)
+	p = startProvider(t, "parked2", args...)
+	p.leads(t, 15*time.Second)
+	p.ready(t, "parkfn", 2, 30*time.Second)
+	time.Sleep(3 * time.Second) // a rebuild that lost it would have acted by now
+	if cur, err := env.client.CoreV1().Pods(fnNS).Get(context.Background(), pp.Name, metav1.GetOptions{}); err != nil || cur.DeletionTimestamp != nil {
+		t.Errorf("the adopted pod after a restart: %v; want it kept", err)
+	}
+	if n := len(livePods(t, "parkfn")); n != 2 {
+		t.Errorf("%d pods of parkfn after a restart, want 2", n)
+	}
+	if d := p.gpus(t).Stats.Decisions; d.Placed != 0 {
+		t.Errorf("%d replicas placed after a restart; want both booked where they run, none placed again", d.Placed)
+	}
+
+	// A server that answers GET /_/gpu as one that does not know the path
+	// cannot be parked: its parked pod goes and none is parked again.
+	g := fn("plainfn", 20, "2Gi")
+	(*g.Annotations)["com.openfaas.gpu.parked"] = "1"
+	p.deploy(t, g)
+	p.ready(t, "plainfn", 1, 20*time.Second)
+	var plain []corev1.Pod
+	if err := poll(20*time.Second, func() bool { plain = parkedPods(t, "plainfn"); return len(plain) == 1 }); err != nil {
+		t.Fatalf("%d parked pods of plainfn running, want 1", len(plain))
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(plain[0].Status.PodIP, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := &http.Server{Handler: http.NotFoundHandler()}
+	go func() { _ = notFound.Serve(l) }()
+	defer notFound.Close()
+	var refused string
+	if err := poll(20*time.Second, func() bool {
+		for _, fr := range p.gpus(t).Functions {
+			if fr.Name == "plainfn" {
+				refused = fr.ParkedRefused
+			}
+		}
+		return refused != "" && len(parkedPods(t, "plainfn")) == 0
+	}); err != nil {
+		t.Errorf("plainfn: parkedRefused %q, %d parked pods; want a refusal and none", refused, len(parkedPods(t, "plainfn")))
+	}
+	time.Sleep(2 * time.Second) // ticks that would park again
+	if n := len(parkedPods(t, "plainfn")); n != 0 {
+		t.Errorf("%d plainfn pods parked again after its refusal, want 0", n)
+	}
+
+	// Scaled down to one, the group keeps one pod; removed, nothing stays.
+	p.scale(t, "parkfn", 1)
+	p.ready(t, "parkfn", 1, 30*time.Second)
+	p.remove(t, "parkfn")
+	if err := poll(30*time.Second, func() bool {
+		left, _ := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: labelParked + "=parkfn"})
+		return len(livePods(t, "parkfn")) == 0 && len(left.Items) == 0
+	}); err != nil {
+		t.Errorf("pods left after the function was removed: %v", podNames(livePods(t, "parkfn")))
+	}
+}
