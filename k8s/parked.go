@@ -224,46 +224,8 @@ func (b *Backend) adoptedPodsLocked(st *state, k string) map[string][]*corev1.Po
 func (b *Backend) planParkedLocked(st *state, k string, groups []groupSpec, o renderOptions) parkedPlan {
 	var plan parkedPlan
 	ns, name := splitKey(k)
-	adopted := b.adoptedPodsLocked(st, k)
-	size := map[string]int{}
-	for i := range groups {
-		g := &groups[i]
-		size[g.Name] = g.Replicas
-		g.Replicas = max(0, g.Replicas-len(adopted[g.Name]))
-	}
-	tied := map[string]bool{}
-	for _, pod := range st.warmPod {
-		tied[pod] = true
-	}
-	for _, g := range sortedKeys(adopted) {
-		pods := adopted[g]
-		keep := make([]*corev1.Pod, 0, len(pods))
-		for _, p := range pods {
-			if p.Status.Phase == "" {
-				keep = append(keep, p) // being handed over
-				continue
-			}
-			if want, err := strconv.Atoi(p.Annotations[AnnotationAdoptedRestarts]); err == nil && podRestarts(p) > int32(want) {
-				b.log.Warn("adopted pod's container restarted, parked by its spec: replaced", zap.String("namespace", ns), zap.String("pod", p.Name))
-				plan.remove = append(plan.remove, p.Name)
-				continue
-			}
-			keep = append(keep, p)
-		}
-		// Beyond the group's size: the untied, newest first.
-		sort.SliceStable(keep, func(i, j int) bool {
-			if tied[keep[i].Name] != tied[keep[j].Name] {
-				return tied[keep[i].Name]
-			}
-			return keep[i].CreationTimestamp.Before(&keep[j].CreationTimestamp)
-		})
-		for _, p := range keep[min(len(keep), size[g]):] {
-			if p.Status.Phase != "" {
-				plan.remove = append(plan.remove, p.Name)
-			}
-		}
-	}
-
+	// Hand-overs first: one that cannot begin is dropped here, and its
+	// replica's pod is then counted in its group's Deployment below.
 	v, exists := st.core.Function(k)
 	held := b.heldGPUsLocked(st)
 	handing := map[string]bool{}
@@ -304,6 +266,46 @@ func (b *Backend) planParkedLocked(st *state, k string, groups []groupSpec, o re
 			settings: settings,
 			patch:    adoptionPatch(name, h.group, *r.Placement, r.Config, v.Plan.Request.Model, podRestarts(pod)),
 		})
+	}
+
+	adopted := b.adoptedPodsLocked(st, k)
+	size := map[string]int{}
+	for i := range groups {
+		g := &groups[i]
+		size[g.Name] = g.Replicas
+		g.Replicas = max(0, g.Replicas-len(adopted[g.Name]))
+	}
+	tied := map[string]bool{}
+	for _, pod := range st.warmPod {
+		tied[pod] = true
+	}
+	for _, g := range sortedKeys(adopted) {
+		pods := adopted[g]
+		keep := make([]*corev1.Pod, 0, len(pods))
+		for _, p := range pods {
+			if p.Status.Phase == "" {
+				keep = append(keep, p) // being handed over
+				continue
+			}
+			if want, err := strconv.Atoi(p.Annotations[AnnotationAdoptedRestarts]); err == nil && podRestarts(p) > int32(want) {
+				b.log.Warn("adopted pod's container restarted, parked by its spec: replaced", zap.String("namespace", ns), zap.String("pod", p.Name))
+				plan.remove = append(plan.remove, p.Name)
+				continue
+			}
+			keep = append(keep, p)
+		}
+		// Beyond the group's size: the untied, newest first.
+		sort.SliceStable(keep, func(i, j int) bool {
+			if tied[keep[i].Name] != tied[keep[j].Name] {
+				return tied[keep[i].Name]
+			}
+			return keep[i].CreationTimestamp.Before(&keep[j].CreationTimestamp)
+		})
+		for _, p := range keep[min(len(keep), size[g]):] {
+			if p.Status.Phase != "" {
+				plan.remove = append(plan.remove, p.Name)
+			}
+		}
 	}
 
 	want := map[string]bool{}

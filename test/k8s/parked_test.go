@@ -28,7 +28,12 @@ const (
 type parkedServer struct {
 	mu     sync.Mutex
 	handed map[string]string
+	srv    *http.Server
 }
+
+// close stops listening on the pod's IP: kwok gives a later pod the
+// address of one deleted.
+func (s *parkedServer) close() { _ = s.srv.Close() }
 
 func (s *parkedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
@@ -66,9 +71,9 @@ func serveParked(t *testing.T, pod corev1.Pod, port int) *parkedServer {
 		t.Fatalf("listen as parked pod %s: %v", pod.Name, err)
 	}
 	s := &parkedServer{}
-	srv := &http.Server{Handler: s}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	s.srv = &http.Server{Handler: s}
+	go func() { _ = s.srv.Serve(l) }()
+	t.Cleanup(s.close)
 	return s
 }
 
@@ -214,6 +219,49 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	if d := p.gpus(t).Stats.Decisions; d.Placed != 0 {
 		t.Errorf("%d replicas placed after a restart; want both booked where they run, none placed again", d.Placed)
 	}
+
+	// A replica on a GPU its node's parked pod does not see (opened after
+	// the pod started) does not take it: it starts its own pod, and the
+	// pod is replaced by one that sees the node's GPUs now.
+	w := fn("wholefn", 100, "4Gi")
+	(*w.Annotations)["com.openfaas.gpu.parked"] = "1"
+	p.deploy(t, w)
+	p.ready(t, "wholefn", 1, 20*time.Second)
+	var wp []corev1.Pod
+	if err := poll(20*time.Second, func() bool { wp = parkedPods(t, "wholefn"); return len(wp) == 1 }); err != nil {
+		t.Fatalf("%d parked pods of wholefn running, want 1", len(wp))
+	}
+	wsrv := serveParked(t, wp[0], port)
+	if err := poll(20*time.Second, func() bool {
+		for _, fr := range p.gpus(t).Functions {
+			if fr.Name == "wholefn" {
+				return fr.Parked == 1
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal("/system/gpus never shows wholefn's parked pod ready")
+	}
+	p.scale(t, "wholefn", 2)
+	p.ready(t, "wholefn", 2, 30*time.Second)
+	seen := strings.Split(podEnv(wp[0])["NVIDIA_VISIBLE_DEVICES"], ",")
+	for _, q := range livePods(t, "wholefn") {
+		gpu := q.Annotations["gpu.faas-gpu.dev/gpu-uuids"]
+		switch {
+		case q.Name == wp[0].Name && !slices.Contains(seen, gpu):
+			t.Errorf("parked pod %s (sees %v) adopted for GPU %s", q.Name, seen, gpu)
+		case q.Name != wp[0].Name && q.Spec.NodeName == wp[0].Spec.NodeName && !slices.Contains(seen, gpu):
+			t.Logf("the second replica went to %s on the parked pod's node, which it did not see: started its own pod %s", gpu, q.Name)
+			if err := poll(20*time.Second, func() bool {
+				next := parkedPods(t, "wholefn")
+				return len(next) == 1 && next[0].Name != wp[0].Name && slices.Contains(strings.Split(podEnv(next[0])["NVIDIA_VISIBLE_DEVICES"], ","), gpu)
+			}); err != nil {
+				t.Errorf("wholefn's parked pods %v; want %s replaced by one that sees %s", podNames(parkedPods(t, "wholefn")), wp[0].Name, gpu)
+			}
+		}
+	}
+	wsrv.close()
+	p.remove(t, "wholefn")
 
 	// A server that answers GET /_/gpu as one that does not know the path
 	// cannot be parked: its parked pod goes and none is parked again.
