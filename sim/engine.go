@@ -28,6 +28,13 @@ type Options struct {
 	// that takes a parked process starts in ParkedStart instead of
 	// ContainerStart, then loads its model.
 	Parked string
+	// ParkedHeldGPUs parks as the Kubernetes backend's parked pods do
+	// (serve -k8s-parked): a parked process sees the GPUs of its node that
+	// held a booking when it was parked, and a replica placed on another
+	// GPU does not take it: it starts as if none was parked
+	// (docs/kubernetes.md, "Parked pods"). false: as local mode, any GPU
+	// of the node.
+	ParkedHeldGPUs bool
 	// ParkedStart is how long a replica that took a parked process takes
 	// before its model starts loading (its GPU settings handed over, its
 	// CUDA context made): 1 s.

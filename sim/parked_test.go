@@ -85,3 +85,36 @@ func TestParkedCountAboveAFunctionsMax(t *testing.T) {
 		t.Fatalf("a function of max 3 asked for 50 parked keeps %d, want 1 to 3", got)
 	}
 }
+
+// As the Kubernetes backend parks (Options.ParkedHeldGPUs), a parked
+// process sees only the GPUs its node held when it was parked: the 8x
+// step of TestParkedProcessesAnswerAStep opens the node's second GPU, and
+// its replicas there start as if nothing was parked, where local mode's
+// processes serve either GPU.
+func TestParkedHeldGPUsOnly(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := Generator{Functions: []Function{{Name: "rn", Model: "resnet50", SLO: 100 * time.Millisecond, Max: 20}},
+		Shape:    Ramp{{0, 50}, {60 * time.Second, 50}, {60*time.Second + time.Millisecond, 400}, {120 * time.Second, 400}},
+		Duration: 120 * time.Second, Poisson: true, Seed: 12}.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := cluster(t, 1, 2)
+	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, Parked: "2"}
+	anyGPU, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	takenAny := e.pol.(*faasGPU).taken
+	opts.ParkedHeldGPUs = true
+	held, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
+	p := e.pol.(*faasGPU)
+	t.Logf("8x step, 20-s container start, 2 parked: %d taken, %.2f %% over the SLO seeing held GPUs only; %d taken, %.2f %% seeing any",
+		p.taken, held.SLOViolations, takenAny, anyGPU.SLOViolations)
+	if p.taken >= takenAny {
+		t.Fatalf("%d processes taken seeing held GPUs only, %d seeing any: want fewer, the step opens a GPU", p.taken, takenAny)
+	}
+	if len(p.sees) > p.parked-p.taken {
+		t.Errorf("%d parked processes' GPUs kept, %d parked and not taken: the taken ones' are not forgotten", len(p.sees), p.parked-p.taken)
+	}
+}

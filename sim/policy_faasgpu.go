@@ -66,6 +66,9 @@ type faasGPU struct {
 	// parked counts the processes parked, taken the replicas that took
 	// one, for tests.
 	parked, taken int
+	// sees are the GPUs each parked process can be handed, by its ID
+	// (Options.ParkedHeldGPUs); nil: any of its node's.
+	sees map[string]map[string]bool
 }
 
 type fgFn struct {
@@ -98,7 +101,7 @@ func (p *faasGPU) start(e *Engine) error {
 
 // setup makes the lifecycle core the policy drives.
 func (p *faasGPU) setup(e *Engine) {
-	p.byID = map[string]*replica{}
+	p.byID, p.sees = map[string]*replica{}, map[string]map[string]bool{}
 	p.byFn = map[string]*fgFn{}
 	// By workload index, as replicas and arrivals name them; nil until
 	// deployed.
@@ -192,7 +195,8 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		f := p.byFn[ef.Function]
 		switch ef.Kind {
 		case lifecycle.Start:
-			p.launch(e, f, ef.Replica, ef.Parked != "", prewarmed)
+			p.launch(e, f, ef.Replica, ef.Parked != "" && p.canTake(e, ef.Parked, ef.Replica), prewarmed)
+			delete(p.sees, ef.Parked)
 			if ef.Warm {
 				// A standby: it starts out of service and, ready, stays
 				// warm (idle tells the core).
@@ -219,10 +223,42 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 			// Only its start is simulated: a parked process holds no GPU.
 			e.after(e.opts.ContainerStart, event{kind: evParked, rep: &replica{id: ef.Replica.ID, fn: f.idx}})
 			p.parked++
+			if e.opts.ParkedHeldGPUs {
+				p.sees[ef.Replica.ID] = heldOn(e, ef.Replica.Placement.Node)
+			}
 		case lifecycle.Unpark:
 			// Nothing to end: the core forgets it, and ignores its start.
+			delete(p.sees, ef.Replica.ID)
 		}
 	}
+}
+
+// heldOn are the GPUs of node that hold a booking now: what a parked pod
+// created there now sees (Options.ParkedHeldGPUs).
+func heldOn(e *Engine, node string) map[string]bool {
+	held := map[string]bool{}
+	for _, g := range e.gpus {
+		if g.dev.Node == node && g.booked > 0 {
+			held[g.dev.UUID] = true
+		}
+	}
+	return held
+}
+
+// canTake says whether parked process id can become replica v: always,
+// unless it sees only the GPUs held when it was parked and v's is not
+// one of them (the Kubernetes backend's canHandOver).
+func (p *faasGPU) canTake(e *Engine, id string, v lifecycle.ReplicaView) bool {
+	if !e.opts.ParkedHeldGPUs {
+		return true
+	}
+	sees := p.sees[id]
+	for _, u := range v.Placement.GPUs {
+		if !sees[u] {
+			return false
+		}
+	}
+	return true
 }
 
 // launch starts a replica the core placed.

@@ -566,6 +566,10 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.Parked = v
 		return nil
 	})
+	f.boolean("parked-held-gpus", false, "park as the Kubernetes backend's parked pods do (serve -k8s-parked): a parked process sees the GPUs of its node that held a booking when it was parked, and a replica placed on another GPU starts as if none was parked", func(s *Spec, v bool) error {
+		s.Options.ParkedHeldGPUs = v
+		return nil
+	})
 	f.integer("locality-bound", 2, "the provider's -locality-bound: requests waiting for a busy replica holding their model", func(s *Spec, v int) error {
 		if v < 1 {
 			return fmt.Errorf("-locality-bound: %d must be at least 1", v)
