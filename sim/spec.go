@@ -551,7 +551,7 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.Options.NoConsolidate = v
 		return nil
 	})
-	f.boolean("no-standby", false, "faas-gpu keeps no standby replicas (lifecycle.Options.NoStandby; an ablation, and the Kubernetes backend today)", func(s *Spec, v bool) error {
+	f.boolean("no-standby", false, "faas-gpu keeps no standby replicas (lifecycle.Options.NoStandby; an ablation, as serve -standby=false)", func(s *Spec, v bool) error {
 		s.Options.NoStandby = v
 		return nil
 	})
