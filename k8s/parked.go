@@ -369,12 +369,10 @@ const handOverTimeout = 5 * time.Minute
 // runHandOver hands a parked pod its replica's settings and adopts it
 // into the replica's group. One that fails, or whose replica went
 // meanwhile, deletes the pod: the replica, if it is still there, then
-// starts a pod of its group's Deployment.
-func (b *Backend) runHandOver(k string, job handOverJob) {
+// starts a pod of its group's Deployment. st is the leadership term's
+// state that planned it.
+func (b *Backend) runHandOver(st *state, k string, job handOverJob) {
 	ns, name := splitKey(k)
-	b.mu.Lock()
-	st := b.st
-	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, handOverTimeout)
 	defer cancel()
 	err := parking.HandOver(ctx, &http.Client{}, job.url, job.settings)

@@ -76,7 +76,7 @@ func (b *Backend) syncFunction(ctx context.Context, k string) error {
 	b.mu.Unlock()
 	// Begun whatever this write comes to: the plan marked them begun.
 	for _, job := range parked.handOver {
-		go b.runHandOver(k, job)
+		go b.runHandOver(st, k, job)
 	}
 	if err != nil {
 		return err
