@@ -102,7 +102,18 @@ type Options struct {
 	// theirs. Off by default: a parked pod sees every GPU faas-gpu holds
 	// on its node until its hand-over.
 	Parked bool
+	// ParkedSees is what a parked pod sees of its node's GPUs until its
+	// hand-over: ParkedSeesHeld, those faas-gpu holds when it is created
+	// (a replica placed on one opened later starts its own pod), or
+	// ParkedSeesAll, every GPU of the node (NVIDIA_VISIBLE_DEVICES=all).
+	ParkedSees string
 }
+
+// What a parked pod sees (Options.ParkedSees).
+const (
+	ParkedSeesHeld = "held"
+	ParkedSeesAll  = "all"
+)
 
 // DefaultOptions are the flags' defaults: client-go's usual Lease timings.
 func DefaultOptions() Options {
@@ -122,6 +133,7 @@ func DefaultOptions() Options {
 		NodeLostAfter:    time.Minute,
 		Resync:           time.Minute,
 		WarmReplicas:     true,
+		ParkedSees:       ParkedSeesHeld,
 	}
 }
 
@@ -156,6 +168,13 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
 	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")
 	fs.BoolVar(&o.Parked, "k8s-parked", o.Parked, "kubernetes: keep functions' parked processes (com.openfaas.gpu.parked) as pods started ahead of their placements; a parked pod sees every GPU faas-gpu holds on its node until its hand-over")
+	fs.Func("k8s-parked-sees", "kubernetes: what a parked pod sees of its node's GPUs until its hand-over: held (those faas-gpu holds when it is created; a replica placed on a GPU opened later starts its own pod) or all (every GPU of the node) (default held)", func(v string) error {
+		if v != ParkedSeesHeld && v != ParkedSeesAll {
+			return fmt.Errorf("%q is not %s or %s", v, ParkedSeesHeld, ParkedSeesAll)
+		}
+		o.ParkedSees = v
+		return nil
+	})
 	fs.DurationVar(&o.Resync, "k8s-resync", o.Resync, "kubernetes: how often every function's objects are written again to undo outside changes")
 	return &o
 }

@@ -45,3 +45,25 @@ func TestImagePullPolicyFlag(t *testing.T) {
 		})
 	}
 }
+
+// -k8s-parked-sees takes held or all, and says what else it got.
+func TestParkedSeesFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+		err  bool
+	}{
+		{nil, ParkedSeesHeld, false},
+		{[]string{"-k8s-parked-sees", "all"}, ParkedSeesAll, false},
+		{[]string{"-k8s-parked-sees", "held"}, ParkedSeesHeld, false},
+		{[]string{"-k8s-parked-sees", "some"}, "", true},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o := AddFlags(fs)
+		err := fs.Parse(tt.args)
+		if (err != nil) != tt.err || err == nil && o.ParkedSees != tt.want {
+			t.Errorf("%v: ParkedSees %q, err %v; want %q, error %v", tt.args, o.ParkedSees, err, tt.want, tt.err)
+		}
+	}
+}

@@ -65,8 +65,9 @@ type handOver struct {
 
 // renderParkedPod is the pod of parked process id of fn on node: the
 // function's pod as its groups' Deployments render it, with the parked
-// environment, visible the node's GPUs faas-gpu holds (NVIDIA's "none"
-// when it holds none: such a pod is never handed a replica), no
+// environment, visible the node's GPUs faas-gpu holds, or "all"
+// (Options.ParkedSees; NVIDIA's "none" when it holds none: such a pod is
+// never handed a replica), no
 // liveness probe (a parked server may answer 503 until its hand-over), and
 // none of a group's labels or placement.
 func renderParkedPod(fn scheduler.Function, id, node string, visible []string, owner *corev1.Service, o renderOptions) *corev1.Pod {
@@ -131,7 +132,7 @@ func podVisible(p *corev1.Pod) []string {
 
 // canHandOver says whether parked pod p can become a replica on devices
 // (the placement's, as state.visibleDevices names them): it runs, and sees
-// each of them by UUID, which is how its hand-over names them in
+// each of them (or every GPU: ParkedSeesAll), by UUID, which is how its hand-over names them in
 // CUDA_VISIBLE_DEVICES (GPU Feature Discovery's made-up UUIDs are names
 // CUDA does not know).
 func canHandOver(p *corev1.Pod, devices []string) bool {
@@ -139,8 +140,9 @@ func canHandOver(p *corev1.Pod, devices []string) bool {
 		return false
 	}
 	seen := podVisible(p)
+	all := slices.Contains(seen, ParkedSeesAll)
 	for _, d := range devices {
-		if !strings.HasPrefix(d, "GPU-") && !strings.HasPrefix(d, "MIG-") || !slices.Contains(seen, d) {
+		if !strings.HasPrefix(d, "GPU-") && !strings.HasPrefix(d, "MIG-") || !all && !slices.Contains(seen, d) {
 			return false
 		}
 	}
@@ -322,7 +324,11 @@ func (b *Backend) planParkedLocked(st *state, k string, groups []groupSpec, o re
 		if _, err := b.pods.in(ns).Pods(ns).Get(pod); err == nil || st.parkedSeen[p.ID] {
 			continue
 		}
-		plan.create = append(plan.create, renderParkedPod(v.Spec, p.ID, p.Node, st.nodeDevices(p.Node), owner, o))
+		visible := st.nodeDevices(p.Node)
+		if b.cfg.ParkedSees == ParkedSeesAll {
+			visible = []string{ParkedSeesAll}
+		}
+		plan.create = append(plan.create, renderParkedPod(v.Spec, p.ID, p.Node, visible, owner, o))
 	}
 	parked, _ := b.pods.in(ns).Pods(ns).List(labels.SelectorFromSet(labels.Set{LabelParked: name}))
 	for _, p := range parked {

@@ -30,6 +30,8 @@ func TestCanHandOver(t *testing.T) {
 		{"sees it", pod("GPU-a,GPU-b", corev1.PodRunning, "10.0.0.1"), []string{"GPU-b"}, true},
 		{"sees every one of two", pod("GPU-a,GPU-b", corev1.PodRunning, "10.0.0.1"), []string{"GPU-a", "GPU-b"}, true},
 		{"a GPU opened after it started", pod("GPU-a", corev1.PodRunning, "10.0.0.1"), []string{"GPU-b"}, false},
+		{"every GPU of its node (-k8s-parked-sees all)", pod("all", corev1.PodRunning, "10.0.0.1"), []string{"GPU-b"}, true},
+		{"every GPU, but one CUDA cannot name", pod("all", corev1.PodRunning, "10.0.0.1"), []string{"1"}, false},
 		{"no GPU held on its node then", pod("none", corev1.PodRunning, "10.0.0.1"), []string{"GPU-a"}, false},
 		{"a device by index (GPU Feature Discovery)", pod("0,1", corev1.PodRunning, "10.0.0.1"), []string{"1"}, false},
 		{"not running", pod("GPU-a", corev1.PodPending, ""), []string{"GPU-a"}, false},
@@ -92,6 +94,10 @@ func TestRenderParkedPod(t *testing.T) {
 	}
 	if none := renderParkedPod(f, "fn#1", "node-b", nil, owner, renderOptions{}); podVisible(none) != nil {
 		t.Errorf("a pod on a node with no GPU held sees %v, want none", podVisible(none))
+	}
+	if all := renderParkedPod(f, "fn#2", "node-b", []string{ParkedSeesAll}, owner, renderOptions{}); !canHandOver(&corev1.Pod{Spec: all.Spec,
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.2"}}, []string{"GPU-z"}) {
+		t.Errorf("a pod rendered to see every GPU (%v) cannot take GPU-z", podVisible(all))
 	}
 }
 

@@ -296,6 +296,42 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 		t.Errorf("%d plainfn pods parked again after its refusal, want 0", n)
 	}
 
+	// With -k8s-parked-sees all a parked pod sees every GPU of its node,
+	// so a replica on a GPU opened after it started takes it too.
+	p.stop(t, syscall.SIGTERM)
+	p = startProvider(t, "parked3", append(args, "-k8s-parked-sees", "all")...)
+	p.leads(t, 15*time.Second)
+	a := fn("allfn", 100, "4Gi")
+	(*a.Annotations)["com.openfaas.gpu.parked"] = "1"
+	p.deploy(t, a)
+	p.ready(t, "allfn", 1, 20*time.Second)
+	var ap []corev1.Pod
+	if err := poll(20*time.Second, func() bool { ap = parkedPods(t, "allfn"); return len(ap) == 1 }); err != nil {
+		t.Fatalf("%d parked pods of allfn running, want 1", len(ap))
+	}
+	if v := podEnv(ap[0])["NVIDIA_VISIBLE_DEVICES"]; v != "all" {
+		t.Errorf("parked pod with -k8s-parked-sees all sees %q, want all", v)
+	}
+	asrv := serveParked(t, ap[0], port)
+	if err := poll(20*time.Second, func() bool {
+		for _, fr := range p.gpus(t).Functions {
+			if fr.Name == "allfn" {
+				return fr.Parked == 1
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal("/system/gpus never shows allfn's parked pod ready")
+	}
+	p.scale(t, "allfn", 2)
+	p.ready(t, "allfn", 2, 30*time.Second)
+	taken, err := env.client.CoreV1().Pods(fnNS).Get(context.Background(), ap[0].Name, metav1.GetOptions{})
+	if err != nil || taken.Labels[labelAdopted] != "true" || asrv.settings()["CUDA_VISIBLE_DEVICES"] != taken.Annotations["gpu.faas-gpu.dev/gpu-uuids"] {
+		t.Errorf("allfn's parked pod after a scale to 2: %v, labels %v, handed %v; want it adopted for its whole GPU", err, taken.Labels, asrv.settings())
+	}
+	asrv.close()
+	p.remove(t, "allfn")
+
 	// Scaled down to one, the group keeps one pod; removed, nothing stays.
 	p.scale(t, "parkfn", 1)
 	p.ready(t, "parkfn", 1, 30*time.Second)
