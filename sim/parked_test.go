@@ -3,12 +3,14 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/gpu"
 )
 
-// An 8x step on a function whose container takes 20 s to start: with two
-// processes parked, the step's new replicas take them and wait out only
-// the handover and the model load; without, the whole container start.
-func TestParkedProcessesAnswerAStep(t *testing.T) {
+// stepOnTwoGPUs is an 8x step, 50 to 400 req/s at 60 s, on a resnet50
+// function of a node with two GPUs: the step opens the second.
+func stepOnTwoGPUs(t *testing.T) (*Catalog, *Workload, gpu.Inventory) {
+	t.Helper()
 	cat, err := BuiltinCatalog()
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +21,14 @@ func TestParkedProcessesAnswerAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := cluster(t, 1, 2)
+	return cat, wl, cluster(t, 1, 2)
+}
+
+// An 8x step on a function whose container takes 20 s to start: with two
+// processes parked, the step's new replicas take them and wait out only
+// the handover and the model load; without, the whole container start.
+func TestParkedProcessesAnswerAStep(t *testing.T) {
+	cat, wl, inv := stepOnTwoGPUs(t)
 	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, Parked: "0"}
 	without, _, _ := simulate(t, "faas-gpu", wl, inv, cat, opts)
 	opts.Parked = "2"
@@ -92,17 +101,7 @@ func TestParkedCountAboveAFunctionsMax(t *testing.T) {
 // its replicas there start as if nothing was parked, where local mode's
 // processes serve either GPU.
 func TestParkedHeldGPUsOnly(t *testing.T) {
-	cat, err := BuiltinCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wl, err := Generator{Functions: []Function{{Name: "rn", Model: "resnet50", SLO: 100 * time.Millisecond, Max: 20}},
-		Shape:    Ramp{{0, 50}, {60 * time.Second, 50}, {60*time.Second + time.Millisecond, 400}, {120 * time.Second, 400}},
-		Duration: 120 * time.Second, Poisson: true, Seed: 12}.Workload()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := cluster(t, 1, 2)
+	cat, wl, inv := stepOnTwoGPUs(t)
 	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, Parked: "2"}
 	anyGPU, _, e := simulate(t, "faas-gpu", wl, inv, cat, opts)
 	takenAny := e.pol.(*faasGPU).taken

@@ -93,6 +93,33 @@ func parkedPods(t *testing.T, name string) []corev1.Pod {
 	return out
 }
 
+// oneParked waits for function name's one parked pod to run and returns
+// it.
+func oneParked(t *testing.T, name string) corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	if err := poll(20*time.Second, func() bool { pods = parkedPods(t, name); return len(pods) == 1 }); err != nil {
+		t.Fatalf("%d parked pods of %s running, want 1", len(pods), name)
+	}
+	return pods[0]
+}
+
+// waitParkedReady waits until /system/gpus counts function name's parked
+// pod ready: the provider asked it GET /_/gpu.
+func (p *provider) waitParkedReady(t *testing.T, name string) {
+	t.Helper()
+	if err := poll(20*time.Second, func() bool {
+		for _, fr := range p.gpus(t).Functions {
+			if fr.Name == name {
+				return fr.Parked == 1
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("/system/gpus never shows %s's parked pod ready", name)
+	}
+}
+
 func podEnv(p corev1.Pod) map[string]string {
 	e := map[string]string{}
 	for _, v := range p.Spec.Containers[0].Env {
@@ -132,11 +159,7 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	}
 	firstGPU := first[0].Annotations["gpu.faas-gpu.dev/gpu-uuids"]
 
-	var parked []corev1.Pod
-	if err := poll(20*time.Second, func() bool { parked = parkedPods(t, "parkfn"); return len(parked) == 1 }); err != nil {
-		t.Fatalf("%d parked pods running, want 1", len(parked))
-	}
-	pp := parked[0]
+	pp := oneParked(t, "parkfn")
 	e := podEnv(pp)
 	if e["FAAS_GPU_PARKED"] != "1" || e["CUDA_VISIBLE_DEVICES"] != "" || e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "" {
 		t.Errorf("parked pod's environment %v; want FAAS_GPU_PARKED=1, CUDA_VISIBLE_DEVICES empty, no MPS share", e)
@@ -149,17 +172,7 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 			pp.Labels, pp.Spec.NodeName, first[0].Spec.NodeName, pp.OwnerReferences)
 	}
 	srv := serveParked(t, pp, port)
-	// The core counts it parked once it answered GET /_/gpu.
-	if err := poll(20*time.Second, func() bool {
-		for _, fr := range p.gpus(t).Functions {
-			if fr.Name == "parkfn" {
-				return fr.Parked == 1
-			}
-		}
-		return false
-	}); err != nil {
-		t.Fatal("/system/gpus never shows parkfn's parked pod ready")
-	}
+	p.waitParkedReady(t, "parkfn")
 
 	p.scale(t, "parkfn", 2)
 	p.ready(t, "parkfn", 2, 30*time.Second)
@@ -227,36 +240,24 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	(*w.Annotations)["com.openfaas.gpu.parked"] = "1"
 	p.deploy(t, w)
 	p.ready(t, "wholefn", 1, 20*time.Second)
-	var wp []corev1.Pod
-	if err := poll(20*time.Second, func() bool { wp = parkedPods(t, "wholefn"); return len(wp) == 1 }); err != nil {
-		t.Fatalf("%d parked pods of wholefn running, want 1", len(wp))
-	}
-	wsrv := serveParked(t, wp[0], port)
-	if err := poll(20*time.Second, func() bool {
-		for _, fr := range p.gpus(t).Functions {
-			if fr.Name == "wholefn" {
-				return fr.Parked == 1
-			}
-		}
-		return false
-	}); err != nil {
-		t.Fatal("/system/gpus never shows wholefn's parked pod ready")
-	}
+	wp := oneParked(t, "wholefn")
+	wsrv := serveParked(t, wp, port)
+	p.waitParkedReady(t, "wholefn")
 	p.scale(t, "wholefn", 2)
 	p.ready(t, "wholefn", 2, 30*time.Second)
-	seen := strings.Split(podEnv(wp[0])["NVIDIA_VISIBLE_DEVICES"], ",")
+	seen := strings.Split(podEnv(wp)["NVIDIA_VISIBLE_DEVICES"], ",")
 	for _, q := range livePods(t, "wholefn") {
 		gpu := q.Annotations["gpu.faas-gpu.dev/gpu-uuids"]
 		switch {
-		case q.Name == wp[0].Name && !slices.Contains(seen, gpu):
+		case q.Name == wp.Name && !slices.Contains(seen, gpu):
 			t.Errorf("parked pod %s (sees %v) adopted for GPU %s", q.Name, seen, gpu)
-		case q.Name != wp[0].Name && q.Spec.NodeName == wp[0].Spec.NodeName && !slices.Contains(seen, gpu):
+		case q.Name != wp.Name && q.Spec.NodeName == wp.Spec.NodeName && !slices.Contains(seen, gpu):
 			t.Logf("the second replica went to %s on the parked pod's node, which it did not see: started its own pod %s", gpu, q.Name)
 			if err := poll(20*time.Second, func() bool {
 				next := parkedPods(t, "wholefn")
-				return len(next) == 1 && next[0].Name != wp[0].Name && slices.Contains(strings.Split(podEnv(next[0])["NVIDIA_VISIBLE_DEVICES"], ","), gpu)
+				return len(next) == 1 && next[0].Name != wp.Name && slices.Contains(strings.Split(podEnv(next[0])["NVIDIA_VISIBLE_DEVICES"], ","), gpu)
 			}); err != nil {
-				t.Errorf("wholefn's parked pods %v; want %s replaced by one that sees %s", podNames(parkedPods(t, "wholefn")), wp[0].Name, gpu)
+				t.Errorf("wholefn's parked pods %v; want %s replaced by one that sees %s", podNames(parkedPods(t, "wholefn")), wp.Name, gpu)
 			}
 		}
 	}
@@ -269,11 +270,8 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	(*g.Annotations)["com.openfaas.gpu.parked"] = "1"
 	p.deploy(t, g)
 	p.ready(t, "plainfn", 1, 20*time.Second)
-	var plain []corev1.Pod
-	if err := poll(20*time.Second, func() bool { plain = parkedPods(t, "plainfn"); return len(plain) == 1 }); err != nil {
-		t.Fatalf("%d parked pods of plainfn running, want 1", len(plain))
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(plain[0].Status.PodIP, strconv.Itoa(port)))
+	plain := oneParked(t, "plainfn")
+	l, err := net.Listen("tcp", net.JoinHostPort(plain.Status.PodIP, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,27 +303,15 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	(*a.Annotations)["com.openfaas.gpu.parked"] = "1"
 	p.deploy(t, a)
 	p.ready(t, "allfn", 1, 20*time.Second)
-	var ap []corev1.Pod
-	if err := poll(20*time.Second, func() bool { ap = parkedPods(t, "allfn"); return len(ap) == 1 }); err != nil {
-		t.Fatalf("%d parked pods of allfn running, want 1", len(ap))
-	}
-	if v := podEnv(ap[0])["NVIDIA_VISIBLE_DEVICES"]; v != "all" {
+	ap := oneParked(t, "allfn")
+	if v := podEnv(ap)["NVIDIA_VISIBLE_DEVICES"]; v != "all" {
 		t.Errorf("parked pod with -k8s-parked-sees all sees %q, want all", v)
 	}
-	asrv := serveParked(t, ap[0], port)
-	if err := poll(20*time.Second, func() bool {
-		for _, fr := range p.gpus(t).Functions {
-			if fr.Name == "allfn" {
-				return fr.Parked == 1
-			}
-		}
-		return false
-	}); err != nil {
-		t.Fatal("/system/gpus never shows allfn's parked pod ready")
-	}
+	asrv := serveParked(t, ap, port)
+	p.waitParkedReady(t, "allfn")
 	p.scale(t, "allfn", 2)
 	p.ready(t, "allfn", 2, 30*time.Second)
-	taken, err := env.client.CoreV1().Pods(fnNS).Get(context.Background(), ap[0].Name, metav1.GetOptions{})
+	taken, err := env.client.CoreV1().Pods(fnNS).Get(context.Background(), ap.Name, metav1.GetOptions{})
 	if err != nil || taken.Labels[labelAdopted] != "true" || asrv.settings()["CUDA_VISIBLE_DEVICES"] != taken.Annotations["gpu.faas-gpu.dev/gpu-uuids"] {
 		t.Errorf("allfn's parked pod after a scale to 2: %v, labels %v, handed %v; want it adopted for its whole GPU", err, taken.Labels, asrv.settings())
 	}
