@@ -26,14 +26,15 @@ import (
 
 // Parked pods (docs/kubernetes.md, "Parked pods"): each parked process the
 // core keeps (lifecycle/parked.go) is a bare Pod of its function, pinned
-// to the process's node, started with parking.StartEnv and the node's
-// faas-gpu-held GPUs visible (a container's devices are fixed at its
-// creation), out of every function selector. A replica that takes one
+// to the process's node, started with parking.StartEnv and the GPUs
+// faas-gpu holds on the node visible, or all of them (Options.ParkedSees;
+// a container's devices are fixed at its creation), out of every function
+// selector. A replica that takes one
 // hands it its settings (POST /_/gpu) and adopts it into its placement's
 // group: the pod gets the group's labels without pod-template-hash, so no
 // ReplicaSet adopts or deletes it, and the placement's annotations, its
 // record for a restart. A group's Deployment runs its size less the pods
-// it adopted (adoptedPods).
+// it adopted (adoptedPodsLocked, planParkedLocked).
 
 const (
 	// LabelParked, the function's name, marks a parked pod.
