@@ -61,7 +61,10 @@ func parkedPodName(id string) string {
 // shows the pod adopted, or it is gone.
 type handOver struct {
 	fn, pod, group string
-	begun, done    bool
+	// warm: a standby's (Start with Warm), out of routing from its
+	// adoption, tied to the standby once done.
+	warm        bool
+	begun, done bool
 }
 
 // renderParkedPod is the pod of parked process id of fn on node: the
@@ -152,16 +155,20 @@ func canHandOver(p *corev1.Pod, devices []string) bool {
 
 // adoptionPatch makes parked pod p a pod of group on placement pl with
 // slice cfg, loading model: the group's labels and the placement's
-// annotations, as a pod of its Deployment has them.
-func adoptionPatch(fnName, group string, pl scheduler.Placement, cfg scheduler.SliceConfig, model string, restarts int32) []byte {
+// annotations, as a pod of its Deployment has them. A standby's (warm) is
+// labelled out of routing in the same write, as its warm pod is
+// (warmPatch): it holds no SM share, and must take no request.
+func adoptionPatch(fnName, group string, pl scheduler.Placement, cfg scheduler.SliceConfig, model string, restarts int32, warm bool) []byte {
 	ann := map[string]any{AnnotationModel: model, AnnotationAdoptedRestarts: strconv.Itoa(int(restarts))}
 	for k, v := range placementAnnotations(pl, cfg) {
 		ann[k] = v
 	}
-	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{LabelFunction: fnName, LabelGroup: group, LabelAdopted: "true", LabelParked: nil},
-		"annotations": ann,
-	}}
+	lbl := map[string]any{LabelFunction: fnName, LabelGroup: group, LabelAdopted: "true", LabelParked: nil}
+	if warm {
+		lbl[LabelWarm] = "true"
+		ann[annotationDeletionCost] = warmDeletionCost
+	}
+	patch := map[string]any{"metadata": map[string]any{"labels": lbl, "annotations": ann}}
 	out, _ := json.Marshal(patch)
 	return out
 }
@@ -267,7 +274,7 @@ func (b *Backend) planParkedLocked(st *state, k string, groups []groupSpec, o re
 		plan.handOver = append(plan.handOver, handOverJob{replica: id, pod: h.pod,
 			url:      "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(o.Port)),
 			settings: settings,
-			patch:    adoptionPatch(name, h.group, *r.Placement, r.Config, v.Plan.Request.Model, podRestarts(pod)),
+			patch:    adoptionPatch(name, h.group, *r.Placement, r.Config, v.Plan.Request.Model, podRestarts(pod), h.warm),
 		})
 	}
 
@@ -399,6 +406,9 @@ func (b *Backend) runHandOver(st *state, k string, job handOverJob) {
 	b.mu.Lock()
 	if err == nil && current {
 		h.done = true
+		if _, standby := st.warmPod[job.replica]; standby && h.warm {
+			st.warmPod[job.replica] = job.pod // its pod, out of routing already
+		}
 		b.log.Info("parked pod handed over: a replica of its group", zap.String("function", name), zap.String("namespace", ns),
 			zap.String("pod", job.pod), zap.String("replica", job.replica), zap.String("gpus", job.settings["CUDA_VISIBLE_DEVICES"]),
 			zap.String("smPercent", job.settings["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"]))

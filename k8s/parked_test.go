@@ -111,7 +111,7 @@ func TestAdoptionPatch(t *testing.T) {
 			Annotations map[string]string  `json:"annotations"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 2), &patch); err != nil {
+	if err := json.Unmarshal(adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 2, false), &patch); err != nil {
 		t.Fatal(err)
 	}
 	l := patch.Metadata.Labels
@@ -128,6 +128,22 @@ func TestAdoptionPatch(t *testing.T) {
 	}
 	if a[AnnotationModel] != "m" || a[AnnotationAdoptedRestarts] != "2" {
 		t.Errorf("annotations %v", a)
+	}
+	if _, ok := l[LabelWarm]; ok {
+		t.Errorf("a replica in service's pod labelled %s", LabelWarm)
+	}
+	// A standby's pod is out of routing from its adoption on.
+	var standby struct {
+		Metadata struct {
+			Labels      map[string]*string `json:"labels"`
+			Annotations map[string]string  `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 0, true), &standby); err != nil {
+		t.Fatal(err)
+	}
+	if w := standby.Metadata.Labels[LabelWarm]; w == nil || *w != "true" || standby.Metadata.Annotations[annotationDeletionCost] != warmDeletionCost {
+		t.Errorf("a standby's adoption: labels %v, annotations %v; want it warm, as warmPatch labels it", standby.Metadata.Labels, standby.Metadata.Annotations)
 	}
 }
 

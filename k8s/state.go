@@ -209,7 +209,7 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 			if e.Parked != "" {
 				// It takes a parked pod, adopted into its group once
 				// handed its settings (parked.go).
-				s.handOvers[e.Replica.ID] = &handOver{fn: e.Function, pod: parkedPodName(e.Parked), group: s.groupOf[e.Replica.ID]}
+				s.handOvers[e.Replica.ID] = &handOver{fn: e.Function, pod: parkedPodName(e.Parked), group: s.groupOf[e.Replica.ID], warm: e.Warm}
 			}
 			if e.Warm {
 				// Started out of service (a standby): out of routing once

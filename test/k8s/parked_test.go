@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -29,6 +30,8 @@ type parkedServer struct {
 	mu     sync.Mutex
 	handed map[string]string
 	srv    *http.Server
+	// served counts the invocations it answered once handed over.
+	served int
 }
 
 // close stops listening on the pod's IP: kwok gives a later pod the
@@ -54,7 +57,15 @@ func (s *parkedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	case s.handed == nil:
 		http.Error(w, "parked", http.StatusServiceUnavailable)
+	default:
+		s.served++
 	}
+}
+
+func (s *parkedServer) invocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
 }
 
 func (s *parkedServer) settings() map[string]string {
@@ -327,5 +338,69 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 		return len(livePods(t, "parkfn")) == 0 && len(left.Items) == 0
 	}); err != nil {
 		t.Errorf("pods left after the function was removed: %v", podNames(livePods(t, "parkfn")))
+	}
+}
+
+// A standby (an autoscaled function with traffic keeps one) that takes a
+// parked pod is out of routing from its adoption on: the pod is labelled
+// warm in the same write that makes it its group's, is tied to the
+// standby, and takes no invocation while the load goes on.
+func TestParkedPodBecomesAStandby(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, "parked-standby", "-k8s-parked", "-k8s-function-port", strconv.Itoa(port), "-autoscale-interval", "250ms", "-autoscale-cooldown", "1s")
+	p.leads(t, 10*time.Second)
+	watchInvariants(t, p)
+	t.Cleanup(func() { cleanUp(t, p) })
+	ann := map[string]string{"com.openfaas.gpu.model": "resnet50", "com.openfaas.gpu.slo": "60ms", "com.openfaas.gpu.parked": "1"}
+	f := fn("sbfn", 0, "")
+	f.Annotations = &ann
+	p.deploy(t, f)
+	p.ready(t, "sbfn", 1, 30*time.Second)
+	fakePods(t, "sbfn", port, 0)
+	pp := oneParked(t, "sbfn")
+	srv := serveParked(t, pp, port)
+	p.waitParkedReady(t, "sbfn")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if resp, err := http.Get(p.url + "/function/sbfn"); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	var got *corev1.Pod
+	if err := poll(30*time.Second, func() bool {
+		got, err = env.client.CoreV1().Pods(fnNS).Get(context.Background(), pp.Name, metav1.GetOptions{})
+		return err == nil && got.Labels[labelAdopted] == "true"
+	}); err != nil {
+		t.Fatalf("the parked pod was never adopted under a light load (a standby takes it): labels %v", got.Labels)
+	}
+	if got.Labels[labelWarm] != "true" {
+		t.Errorf("the standby's adopted pod is labelled %v; want it warm (out of routing) from its adoption", got.Labels)
+	}
+	time.Sleep(3 * time.Second) // invocations go on meanwhile
+	if n := srv.invocations(); n != 0 {
+		t.Errorf("the standby's pod answered %d invocations; want none while it is a standby", n)
+	}
+	standby := false
+	for _, n := range p.gpus(t).Nodes {
+		for _, g := range n.GPUs {
+			for _, r := range g.Replicas {
+				standby = standby || r.Function == "sbfn" && r.Idle && r.ID == pp.Name
+			}
+		}
+	}
+	if !standby {
+		t.Errorf("/system/gpus does not show %s as sbfn's idle replica", pp.Name)
 	}
 }
