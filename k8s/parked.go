@@ -377,9 +377,6 @@ func (b *Backend) syncParked(ctx context.Context, k string, plan parkedPlan) err
 	return nil
 }
 
-// handOverTimeout bounds a hand-over: the process loads its model in it.
-const handOverTimeout = 5 * time.Minute
-
 // runHandOver hands a parked pod its replica's settings and adopts it
 // into the replica's group. One that fails, or whose replica went
 // meanwhile, deletes the pod: the replica, if it is still there, then
@@ -387,7 +384,7 @@ const handOverTimeout = 5 * time.Minute
 // state that planned it.
 func (b *Backend) runHandOver(st *state, k string, job handOverJob) {
 	ns, name := splitKey(k)
-	ctx, cancel := context.WithTimeout(b.ctx, handOverTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, parking.HandOverTimeout)
 	defer cancel()
 	err := parking.HandOver(ctx, &http.Client{}, job.url, job.settings)
 	done, werr := b.beginWrite()
@@ -530,13 +527,9 @@ func (b *Backend) probeParked(st *state, k, id, url string) {
 	now := time.Now()
 	res := st.core.ParkedReady(id, now)
 	if !ready {
-		ns, name := splitKey(k)
-		level := b.log.Info // the default: most servers do not speak the protocol
-		if v, ok := st.core.Function(k); ok && v.Spec.Scale.ParkedAsked() != "" {
-			level = b.log.Warn
+		if v, ok := st.core.Function(k); ok {
+			parking.LogRefusal(b.log, v.Spec, parkedPodName(id), refused)
 		}
-		level("function's server does not take its GPU settings after its start (docs/replica-protocol.md, \"Parked processes\"): none parked",
-			zap.String("function", name), zap.String("namespace", ns), zap.String("pod", parkedPodName(id)), zap.String("answer", refused))
 		res = st.core.ParkedRefused(id, refused, now)
 	}
 	b.enqueueLocked(sortedKeys(st.apply(res, 0, now))...)
@@ -547,9 +540,4 @@ func (b *Backend) probeParked(st *state, k, id, url string) {
 // function that asks, or that does not say and whose environment
 // declares that its server speaks /_/gpu (its image's cannot be read
 // here). Whether it really does shows once one pod is parked.
-func canPark(spec scheduler.Function) bool {
-	if spec.Scale.Parked == 0 && !spec.Scale.ParkedAuto {
-		return false
-	}
-	return !spec.Scale.ParkedDefault || parking.Declares(spec.Deployment.EnvVars, nil)
-}
+func canPark(spec scheduler.Function) bool { return parking.Wanted(spec, nil) }

@@ -24,9 +24,6 @@ import (
 // while one waits, and POST /_/gpu hands it the replica's environment and
 // answers once it serves with it.
 
-// handOverTimeout bounds a hand-over: the process loads its model in it.
-const handOverTimeout = 5 * time.Minute
-
 // parkedRunner is a runner that can be started parked and handed its
 // settings later: an HTTP-mode process, on its own or behind the
 // provider's watchdog.
@@ -51,16 +48,11 @@ type parkedRun struct {
 // parkableLocked says whether the backend can park spec's function here:
 // one that runs as an HTTP-mode process (of-watchdog mode=http), on its own
 // or behind the provider's watchdog (a template's build), not an emulated
-// worker, nor a classic, streaming or static one; and that asks, or did not
-// say (the default, auto) and whose server declares that it speaks /_/gpu
-// (parking.DeclareEnv, as the pytorch-gpu template's image does). Asking by
-// default only what declares it keeps the first parked process's probe
-// from invoking a handler that serves every path. Whether a server really
-// speaks it shows once one is started (parkedAnswer).
+// worker, nor a classic, streaming or static one; and that parking.Wanted
+// says is to be parked, its image's declaration read from the build's
+// Dockerfile. Whether a server really speaks /_/gpu shows once one is
+// started (parking.Answer).
 func (b *Backend) parkableLocked(spec scheduler.Function) bool {
-	if spec.Scale.Parked == 0 && !spec.Scale.ParkedAuto {
-		return false
-	}
 	dep := spec.Deployment
 	build, wd, err := b.watchdogOf(dep)
 	if err != nil {
@@ -70,7 +62,7 @@ func (b *Backend) parkableLocked(spec scheduler.Function) bool {
 	if build != nil {
 		imageEnv = build.Image.Env
 	}
-	if spec.Scale.ParkedDefault && !parking.Declares(dep.EnvVars, imageEnv) {
+	if !parking.Wanted(spec, imageEnv) {
 		return false
 	}
 	process := processOf(dep)
@@ -186,14 +178,9 @@ func (b *Backend) watchParked(pr *parkedRun) {
 func (b *Backend) refuseParkedLocked(pr *parkedRun, why string, now time.Time) {
 	delete(b.parked, pr.id)
 	close(pr.taken)
-	fnKey := b.core.ParkedFunction(pr.id)
-	ns, name := splitKey(fnKey)
-	level := b.log.Info // the default: most servers do not speak the protocol
-	if v, ok := b.core.Function(fnKey); ok && v.Spec.Scale.ParkedAsked() != "" {
-		level = b.log.Warn
+	if v, ok := b.core.Function(b.core.ParkedFunction(pr.id)); ok {
+		parking.LogRefusal(b.log, v.Spec, pr.id, why)
 	}
-	level("function's server does not take its GPU settings after its start (docs/replica-protocol.md, \"Parked processes\"): none parked",
-		zap.String("function", name), zap.String("namespace", ns), zap.String("process", pr.id), zap.String("answer", why))
 	b.stopLaterLocked([]stopJob{{run: pr.run, dir: pr.dir}})
 	_ = b.applyLocked(b.core.ParkedRefused(pr.id, why, now), now)
 }
@@ -243,7 +230,7 @@ func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p 
 	b.stopping.Add(1) // Close waits for the hand-over
 	go func() {
 		defer b.stopping.Done()
-		ctx, cancel := context.WithTimeout(b.stopCtx, handOverTimeout)
+		ctx, cancel := context.WithTimeout(b.stopCtx, parking.HandOverTimeout)
 		defer cancel()
 		err := pr.run.handOver(ctx, settings)
 		b.mu.Lock()

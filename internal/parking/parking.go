@@ -13,6 +13,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/scheduler"
@@ -28,6 +31,37 @@ const DeclareEnv = "FAAS_GPU_PARKABLE"
 
 // Path is where a parked process waits for its settings.
 const Path = "/_/gpu"
+
+// HandOverTimeout bounds a hand-over: the process loads its model in it.
+const HandOverTimeout = 5 * time.Minute
+
+// Wanted says whether spec's function is to be parked, as far as its spec
+// and its server's declaration go: it asks (com.openfaas.gpu.parked, a
+// count or auto), or does not say (the default, auto) and its server
+// declares it speaks /_/gpu (Declares; imageEnv nil where the image
+// cannot be read). Asking by default only what declares it keeps the
+// first parked process's probe from invoking a handler that serves every
+// path. Whether the backend can run it parked is the backend's.
+func Wanted(spec scheduler.Function, imageEnv map[string]string) bool {
+	if spec.Scale.Parked == 0 && !spec.Scale.ParkedAuto {
+		return false
+	}
+	return !spec.Scale.ParkedDefault || Declares(spec.Deployment.EnvVars, imageEnv)
+}
+
+// LogRefusal says that a function's server showed it cannot be parked
+// (Answer's refusal, or an exit before it waited): at warning level where
+// the function asked, at info where it was only the default, since most
+// servers do not speak the protocol. process names its parked process
+// (a local process or a pod).
+func LogRefusal(log *zap.Logger, spec scheduler.Function, process, answer string) {
+	level := log.Info
+	if spec.Scale.ParkedAsked() != "" {
+		level = log.Warn
+	}
+	level("function's server does not take its GPU settings after its start (docs/replica-protocol.md, \"Parked processes\"): none parked",
+		zap.String("function", spec.Name()), zap.String("namespace", spec.Namespace()), zap.String("process", process), zap.String("answer", answer))
+}
 
 // Declares reports whether a function's server declares that it speaks
 // /_/gpu (DeclareEnv "1"): the function's own variable wins over its

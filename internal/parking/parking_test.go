@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // What a parked process's answer to GET /_/gpu says: only the protocol's
@@ -109,5 +111,34 @@ func TestProbeAndHandOver(t *testing.T) {
 	srv.Close()
 	if ready, refused, err := Probe(ctx, http.DefaultClient, srv.URL); ready || refused != "" || err == nil {
 		t.Errorf("no server: ready %v, refused %q, err %v; want neither, with the error", ready, refused, err)
+	}
+}
+
+// A function is parked where it asks, or by default where its server
+// declares it; "0" parks none, whatever is declared.
+func TestWanted(t *testing.T) {
+	tests := []struct {
+		name       string
+		ann, fnEnv map[string]string
+		imgEnv     map[string]string
+		want       bool
+	}{
+		{"asks a count", map[string]string{scheduler.AnnotationParked: "1"}, nil, nil, true},
+		{"asks auto", map[string]string{scheduler.AnnotationParked: "auto"}, nil, nil, true},
+		{"asks none over a declaration", map[string]string{scheduler.AnnotationParked: "0"}, map[string]string{DeclareEnv: "1"}, nil, false},
+		{"default, the function declares", nil, map[string]string{DeclareEnv: "1"}, nil, true},
+		{"default, the image declares", nil, nil, map[string]string{DeclareEnv: "1"}, true},
+		{"default, nothing declared", nil, nil, nil, false},
+	}
+	for _, tt := range tests {
+		pol, err := scheduler.ParseScalePolicy(nil, tt.ann)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := scheduler.Function{Scale: pol}
+		spec.Deployment.EnvVars = tt.fnEnv
+		if got := Wanted(spec, tt.imgEnv); got != tt.want {
+			t.Errorf("%s: Wanted = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
