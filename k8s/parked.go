@@ -136,13 +136,20 @@ func podVisible(p *corev1.Pod) []string {
 
 // canHandOver says whether parked pod p can become a replica on devices
 // (the placement's, as state.visibleDevices names them): it runs, and sees
-// each of them (or every GPU: ParkedSeesAll), by UUID, which is how its hand-over names them in
-// CUDA_VISIBLE_DEVICES (GPU Feature Discovery's made-up UUIDs are names
-// CUDA does not know).
+// them (podSees). The core hands a parked process only GPUs in the sight
+// its pod reported (parkedSight); this guards a device renamed since.
 func canHandOver(p *corev1.Pod, devices []string) bool {
 	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 		return false
 	}
+	return podSees(p, devices)
+}
+
+// podSees says whether pod p's container sees each of devices (or every
+// GPU: ParkedSeesAll), by UUID, which is how a hand-over names them in
+// CUDA_VISIBLE_DEVICES (GPU Feature Discovery's made-up UUIDs are names
+// CUDA does not know).
+func podSees(p *corev1.Pod, devices []string) bool {
 	seen := podVisible(p)
 	all := slices.Contains(seen, ParkedSeesAll)
 	for _, d := range devices {
@@ -493,7 +500,7 @@ func (b *Backend) checkParkedLocked(st *state, now time.Time) map[string]bool {
 				}
 			case pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "":
 				if _, busy := b.parkProbes.LoadOrStore(p.ID, true); !busy {
-					go b.probeParked(st, v.Key, p.ID, "http://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(b.cfg.FunctionPort)))
+					go b.probeParked(st, v.Key, p.ID, pod, p.Node, "http://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(b.cfg.FunctionPort)))
 				}
 			}
 		}
@@ -506,10 +513,24 @@ func (b *Backend) checkParkedLocked(st *state, now time.Time) map[string]bool {
 	return dirty
 }
 
-// probeParked asks parked process id's pod at url whether it waits for
-// its settings, and tells the core what it answered; no answer (still
-// starting) is asked again at a later pass.
-func (b *Backend) probeParked(st *state, k, id, url string) {
+// parkedSight is what parked pod p on node can be handed, in the core's
+// terms: the node's GPUs whose device, as a hand-over would name it now,
+// the pod sees (podSees).
+func (s *state) parkedSight(p *corev1.Pod, node string) lifecycle.Sight {
+	gpus := []string{}
+	for _, d := range s.core.Inventory().Devices() {
+		if d.Node == node && podSees(p, s.visibleDevices(scheduler.Placement{Node: node, GPUs: []string{d.UUID}})) {
+			gpus = append(gpus, d.UUID)
+		}
+	}
+	return lifecycle.Sight{GPUs: gpus}
+}
+
+// probeParked asks parked process id's pod, on node at url, whether it
+// waits for its settings, and tells the core what it answered, and what
+// the pod can be handed (parkedSight); no answer (still starting) is
+// asked again at a later pass.
+func (b *Backend) probeParked(st *state, k, id string, pod *corev1.Pod, node, url string) {
 	defer b.parkProbes.Delete(id)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
 	defer cancel()
@@ -525,7 +546,7 @@ func (b *Backend) probeParked(st *state, k, id, url string) {
 		return
 	}
 	now := time.Now()
-	res := st.core.ParkedReady(id, now)
+	res := st.core.ParkedReady(id, st.parkedSight(pod, node), now)
 	if !ready {
 		if v, ok := st.core.Function(k); ok {
 			parking.LogRefusal(b.log, v.Spec, parkedPodName(id), refused)

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/faas-gpu/faas-gpu/gpu"
@@ -43,6 +44,37 @@ func TestCanHandOver(t *testing.T) {
 		if got := canHandOver(tt.pod, tt.devices); got != tt.want {
 			t.Errorf("%s: canHandOver = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// What a parked pod reports it can be handed is, in the core's terms, the
+// GPUs of its node whose device, as a hand-over names it, the pod sees.
+func TestParkedSight(t *testing.T) {
+	pod := func(visible string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: visible}}}}}}
+	}
+	tests := []struct {
+		name     string
+		visible  string
+		deviceOf map[string]string
+		want     []string
+	}{
+		{"the GPUs held when it was created", "GPU-a1", nil, []string{"GPU-a1"}},
+		{"every GPU of its node, not another node's", "all", nil, []string{"GPU-a0", "GPU-a1"}},
+		{"none held then", "none", nil, []string{}},
+		{"a GPU as its placeholder names it", "GPU-real", map[string]string{"GPU-a0": "GPU-real"}, []string{"GPU-a0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newState(cluster2x2(), coreOptions(nil, scheduler.AutoscaleOptions{}), nil)
+			if tt.deviceOf != nil {
+				st.deviceOf = tt.deviceOf
+			}
+			got := st.parkedSight(pod(tt.visible), "a")
+			if got.All || !slices.Equal(got.GPUs, tt.want) {
+				t.Errorf("sight %+v, want GPUs %v", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -332,7 +332,7 @@ const (
 // model on.
 func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]bool, now time.Time, res *Result) placeOutcome {
 	model := fn.plan.Request.Model
-	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target, Parked: fn.parked.readyNodes(),
+	p, evicted, err := c.alloc.Place(r.id, fn.plan.RequestFor(r.config), scheduler.Hints{Model: model, Now: now, Speed: c.speedFor(fn, r.config), Loading: loading[model], GPU: r.target, Parked: fn.parked.readyGPUs(c.inv),
 		Occupied: r.replacing() && r.target == "" && !r.opens && (!r.grows || now.Before(r.roomBy)) || r.tentative})
 	res.Decisions = append(res.Decisions, Placed{Replica: r.id, Err: err, Evicted: evicted})
 	if err != nil && r.target != "" {
@@ -372,7 +372,7 @@ func (c *Core) placeOne(fn *function, r *replica, loading map[string]map[string]
 	}
 	c.touchReplica(r)
 	r.placement, r.reason, r.reasonCode, r.phase, r.placedAt = &p, "", "", Starting, now
-	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy, Parked: c.handOver(fn, p.Node, now, res)})
+	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Why: r.replaceWhy, Parked: c.handOver(fn, p, now, res)})
 	return placedOne
 }
 

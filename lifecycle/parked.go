@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -16,9 +17,10 @@ import (
 // (docs/evaluation.md, "The misses left are the container start's"), and a
 // parked process costs host memory, not GPU.
 //
-// A parked process runs on one node and serves only a placement there. A
-// function parks on the node of its newest placement: where its next
-// replica is likeliest to go.
+// A parked process runs on one node and serves only a placement there on
+// a GPU it can see (its Sight, which its backend reports with
+// ParkedReady). A function parks on the node of its newest placement:
+// where its next replica is likeliest to go.
 //
 // A function asks for them (com.openfaas.gpu.parked, ScalePolicy.Parked),
 // and only a backend that can hand its process its GPU settings after its
@@ -36,10 +38,34 @@ const parkedMemory = 15 * time.Minute
 // container start the simulated workloads draw.
 const parkedWindowUnseen = 30 * time.Second
 
-// parkedProc is one parked process; asked is when its Park was.
+// Sight is which of its node's GPUs a parked process can be handed:
+// every one (All), as a local process started with none sees them, or
+// only GPUs (by UUID), as a Kubernetes pod whose devices were fixed when
+// it was created.
+type Sight struct {
+	All  bool
+	GPUs []string
+}
+
+// covers says whether a process with sight s can be handed gpus.
+func (s Sight) covers(gpus []string) bool {
+	if s.All {
+		return true
+	}
+	for _, u := range gpus {
+		if !slices.Contains(s.GPUs, u) {
+			return false
+		}
+	}
+	return true
+}
+
+// parkedProc is one parked process; asked is when its Park was; sight,
+// known once it is ready, what it can be handed.
 type parkedProc struct {
 	id, node string
 	asked    time.Time
+	sight    Sight
 }
 
 // parkedPool is what a function keeps parked.
@@ -71,17 +97,29 @@ func (c *Core) unpark(fn *function, p parkedProc, why string, res *Result) {
 	res.add(Effect{Kind: Unpark, Function: fn.key, Replica: ReplicaView{ID: p.id, Function: fn.key, Placement: &scheduler.Placement{Node: p.node}}, Why: why})
 }
 
-// readyNodes are the nodes where a process is ready to be taken
+// readyGPUs are the GPUs of inv a ready process can be handed
 // (scheduler.Hints.Parked); nil for none.
-func (p parkedPool) readyNodes() map[string]bool {
+func (p parkedPool) readyGPUs(inv gpu.Inventory) map[string]bool {
 	if len(p.ready) == 0 {
 		return nil
 	}
-	nodes := make(map[string]bool, len(p.ready))
+	gpus := map[string]bool{}
 	for _, q := range p.ready {
-		nodes[q.node] = true
+		if !q.sight.All {
+			for _, u := range q.sight.GPUs {
+				gpus[u] = true
+			}
+			continue
+		}
+		for _, n := range inv.Nodes {
+			if n.Name == q.node {
+				for _, d := range n.GPUs {
+					gpus[d.UUID] = true
+				}
+			}
+		}
 	}
-	return nodes
+	return gpus
 }
 
 func byID(id string) func(parkedProc) bool { return func(p parkedProc) bool { return p.id == id } }
@@ -206,23 +244,25 @@ func (c *Core) refillParked(fn *function, node string, now time.Time, res *Resul
 	}
 }
 
-// handOver is the parked process a replica being started on node takes
-// (its Start's Parked; "" for none), and asks for its successor. With none
-// ready there, one of fn's parked elsewhere moves there.
-func (c *Core) handOver(fn *function, node string, now time.Time, res *Result) string {
+// handOver is the parked process a replica being started on placement pl
+// takes (its Start's Parked; "" for none), and asks for its successor.
+// With none ready there, one of fn's parked elsewhere, or one blind to
+// pl's GPUs, is parked again where it was placed.
+func (c *Core) handOver(fn *function, pl scheduler.Placement, now time.Time, res *Result) string {
 	c.recordStart(fn, now)
-	id := c.takeParked(fn, node)
+	id := c.takeParked(fn, pl)
 	if id == "" {
-		c.followParked(fn, node, res)
+		c.followParked(fn, pl, res)
 	}
-	c.refillParked(fn, node, now, res)
+	c.refillParked(fn, pl.Node, now, res)
 	return id
 }
 
-// takeParked hands the oldest ready parked process of fn on node to a
-// replica being started there; "" when none is ready.
-func (c *Core) takeParked(fn *function, node string) string {
-	i := slices.IndexFunc(fn.parked.ready, func(p parkedProc) bool { return p.node == node })
+// takeParked hands the oldest ready parked process of fn that can be
+// handed placement pl to the replica being started there; "" when none
+// is ready.
+func (c *Core) takeParked(fn *function, pl scheduler.Placement) string {
+	i := slices.IndexFunc(fn.parked.ready, func(p parkedProc) bool { return p.node == pl.Node && p.sight.covers(pl.GPUs) })
 	if i < 0 {
 		return ""
 	}
@@ -233,19 +273,30 @@ func (c *Core) takeParked(fn *function, node string) string {
 	return id
 }
 
-// followParked moves one of fn's parked processes to node when a replica
-// placed there found none: the pool follows the function's placements.
-// The process ended is one elsewhere, a starting one first.
-func (c *Core) followParked(fn *function, node string, res *Result) {
-	all := fn.parked.all()
-	i := slices.IndexFunc(all, func(p parkedProc) bool { return p.node != node })
-	if i < 0 || fn.parked.size() < c.parkTarget(fn) {
+// followParked parks one of fn's processes again when a replica placed on
+// pl found none to take: the pool follows the function's placements. The
+// process ended is one elsewhere, a starting one first, else a ready one
+// on pl's node that cannot see pl's GPUs (its successor, parked now, sees
+// what is held there now, pl's GPUs among them).
+func (c *Core) followParked(fn *function, pl scheduler.Placement, res *Result) {
+	if fn.parked.size() < c.parkTarget(fn) {
 		return
+	}
+	all := fn.parked.all()
+	why := "parked on " + pl.Node + " instead, where its function was placed"
+	i := slices.IndexFunc(all, func(p parkedProc) bool { return p.node != pl.Node })
+	if i < 0 {
+		why = "parked again to see the GPUs its function was placed on"
+		i = slices.IndexFunc(fn.parked.ready, func(p parkedProc) bool { return !p.sight.covers(pl.GPUs) })
+		if i < 0 {
+			return
+		}
+		i += len(fn.parked.starting)
 	}
 	p := all[i]
 	c.touchParked(fn)
 	fn.parked = fn.parked.without(p.id)
-	c.unpark(fn, p, "parked on "+node+" instead, where its function was placed", res)
+	c.unpark(fn, p, why, res)
 }
 
 // unparkAll ends every process fn has parked: it was deleted, or updated
@@ -263,9 +314,9 @@ func (c *Core) unparkAll(fn *function, why string, res *Result) {
 }
 
 // ParkedReady records that parked process id has started and waits for a
-// placement. One the core no longer knows (its function deleted or
-// updated, which asked for its Unpark) is ignored.
-func (c *Core) ParkedReady(id string, now time.Time) Result {
+// placement, one on a GPU in its sight. One the core no longer knows (its
+// function deleted or updated, which asked for its Unpark) is ignored.
+func (c *Core) ParkedReady(id string, sight Sight, now time.Time) Result {
 	c.begin()
 	defer c.begin()
 	fn := c.functions[c.parkedBy[id]]
@@ -274,6 +325,7 @@ func (c *Core) ParkedReady(id string, now time.Time) Result {
 	}
 	if i := slices.IndexFunc(fn.parked.starting, byID(id)); i >= 0 {
 		p := fn.parked.starting[i]
+		p.sight = Sight{All: sight.All, GPUs: slices.Clone(sight.GPUs)}
 		fn.parked.starting = slices.Delete(fn.parked.starting, i, i+1)
 		fn.parked.ready = append(fn.parked.ready, p)
 		fn.parkWindow = now.Sub(p.asked)

@@ -52,7 +52,7 @@ func TestParkedProcessesAreTakenAndRefilled(t *testing.T) {
 	}
 
 	// Only the second reports in: the scale-up takes it, not the first.
-	c.ParkedReady(parked[1], t0.Add(2*time.Second))
+	c.ParkedReady(parked[1], Sight{All: true}, t0.Add(2*time.Second))
 	res, _, err = c.Scale("openfaas-fn", "a", 3, t0.Add(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestParkedProcessesAreTakenAndRefilled(t *testing.T) {
 		t.Fatalf("after the scale-up: parked %d ready, %d starting; want 0 and 2", ready, starting)
 	}
 	// A process taken is no longer parked: a late report of it is ignored.
-	c.ParkedReady(parked[1], t0.Add(4*time.Second))
+	c.ParkedReady(parked[1], Sight{All: true}, t0.Add(4*time.Second))
 	if ready, _ := c.Parked(key); ready != 0 {
 		t.Fatalf("a taken process came back as parked (%d ready)", ready)
 	}
@@ -120,7 +120,7 @@ func TestParkedEndWithTheirSpec(t *testing.T) {
 				t.Fatal(err)
 			}
 			old := effectsOf(res, Park)
-			c.ParkedReady(old[0], t0.Add(time.Second))
+			c.ParkedReady(old[0], Sight{All: true}, t0.Add(time.Second))
 			if op == "update" {
 				res, err = c.Update(parking(fn("a", 30, 1, 1, 5), 2), t0.Add(2*time.Second))
 			} else {
@@ -144,7 +144,7 @@ func TestParkedEndWithTheirSpec(t *testing.T) {
 			if got := effectsOf(res, Park); len(got) != wantNew {
 				t.Fatalf("%s parked %v afresh, want %d", op, got, wantNew)
 			}
-			c.ParkedReady(old[1], t0.Add(3*time.Second))
+			c.ParkedReady(old[1], Sight{All: true}, t0.Add(3*time.Second))
 			if ready, _ := c.Parked(Key("openfaas-fn", "a")); ready != 0 {
 				t.Fatalf("an old process that reported in after the %s is parked", op)
 			}
@@ -183,7 +183,7 @@ func TestParkedGoneAndAbort(t *testing.T) {
 
 	// An update that ends a's process, or a scale-up that takes it and
 	// parks its successor, leaves the pool as it was once aborted.
-	c.ParkedReady(next[0], t0.Add(3*time.Second))
+	c.ParkedReady(next[0], Sight{All: true}, t0.Add(3*time.Second))
 	for _, op := range []string{"update", "scale"} {
 		var err error
 		if op == "update" {
@@ -211,7 +211,7 @@ func TestAutoscaledStartsTakeParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range effectsOf(res, Park) {
-		c.ParkedReady(id, t0)
+		c.ParkedReady(id, Sight{All: true}, t0)
 	}
 	var l Load
 	took := 0
@@ -223,7 +223,7 @@ func TestAutoscaledStartsTakeParked(t *testing.T) {
 				took++
 			}
 			if e.Kind == Park {
-				c.ParkedReady(e.Replica.ID, now)
+				c.ParkedReady(e.Replica.ID, Sight{All: true}, now)
 			}
 		}
 		readyAll(c, now)
@@ -257,7 +257,7 @@ func TestParkedFollowThePlacements(t *testing.T) {
 	if parks.Replica.Placement == nil || parks.Replica.Placement.Node != first {
 		t.Fatalf("deploy parked %+v, want one on the first replica's node %s", parks, first)
 	}
-	c.ParkedReady(parks.Replica.ID, t0.Add(time.Second))
+	c.ParkedReady(parks.Replica.ID, Sight{All: true}, t0.Add(time.Second))
 	// 60 % twice does not fit one GPU: the second replica goes to the
 	// other node.
 	res, _, err = c.Scale("openfaas-fn", "a", 2, t0.Add(2*time.Second))
@@ -305,7 +305,7 @@ func TestParkedAutoFollowsTheStarts(t *testing.T) {
 		t.Fatalf("deploy parked %v, want 1 process", parked)
 	}
 	// Its start-up is 5 s: the window its starts are counted in.
-	c.ParkedReady(parked[0], t0.Add(5*time.Second))
+	c.ParkedReady(parked[0], Sight{All: true}, t0.Add(5*time.Second))
 
 	at := t0.Add(6 * time.Second)
 	res, _, err = c.Scale("openfaas-fn", "a", 4, at)
@@ -386,5 +386,66 @@ func TestParkedRefusedStopsParking(t *testing.T) {
 	}
 	if got := c.ParkedRefusal(key); got != "" {
 		t.Fatalf("after an update ParkedRefusal = %q, want none", got)
+	}
+}
+
+// A parked process is handed only a GPU in its sight, as its backend
+// reported it: the placement prefers such a GPU where it has room, and a
+// replica placed on a GPU no ready process sees starts its own and parks
+// a process afresh in place of a blind one, which would see what is held
+// there now.
+func TestParkedProcessesAreHandedOnlyWhatTheySee(t *testing.T) {
+	tests := []struct {
+		name      string
+		sm        int
+		sight     Sight
+		wantGPU   string
+		wantTaken bool
+	}{
+		{"sees the other GPU: placed there, before best fit", 30, Sight{GPUs: []string{"GPU-0-1"}}, "GPU-0-1", true},
+		{"sees the full GPU only: starts its own, parks afresh", 60, Sight{GPUs: []string{"GPU-0-0"}}, "GPU-0-1", false},
+		{"sees every GPU of its node", 60, Sight{All: true}, "GPU-0-1", true},
+		{"sees none: starts its own, parks afresh", 30, Sight{}, "GPU-0-0", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 2), nil, Options{CanPark: parkAll})
+			res, err := c.Deploy(parking(fn("a", tt.sm, 2, 1, 5), 1), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parked := effectsOf(res, Park)
+			if len(parked) != 1 {
+				t.Fatalf("deploy parked %v, want 1 process", parked)
+			}
+			c.ParkedReady(parked[0], tt.sight, t0.Add(time.Second))
+			res, _, err = c.Scale("openfaas-fn", "a", 2, t0.Add(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var start *Effect
+			for i, e := range res.Effects {
+				if e.Kind == Start {
+					start = &res.Effects[i]
+				}
+			}
+			if start == nil || start.Replica.Placement == nil {
+				t.Fatalf("the scale-up started no placed replica: %+v", res.Effects)
+			}
+			if got := start.Replica.Placement.GPUs; !slices.Equal(got, []string{tt.wantGPU}) {
+				t.Errorf("placed on %v, want %s", got, tt.wantGPU)
+			}
+			if taken := start.Parked == parked[0]; taken != tt.wantTaken {
+				t.Errorf("took %q, want taken %v", start.Parked, tt.wantTaken)
+			}
+			unparked := effectsOf(res, Unpark)
+			blind := !tt.wantTaken
+			if blind != slices.Equal(unparked, parked) {
+				t.Errorf("unparked %v; want the blind process parked afresh: %v", unparked, blind)
+			}
+			if ready, starting := c.Parked(Key("openfaas-fn", "a")); ready+starting != 1 {
+				t.Errorf("%d ready and %d starting after the scale-up, want 1 in all", ready, starting)
+			}
+		})
 	}
 }

@@ -87,7 +87,7 @@ func (c *Core) startStandby(fn *function, cfg scheduler.SliceConfig, now time.Ti
 	r.placement, r.phase = &p, Starting
 	c.replicas[r.id] = r
 	fn.warm = append(fn.warm, r)
-	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Warm: true, Why: standbyWhy, Parked: c.handOver(fn, p.Node, now, res)})
+	res.add(Effect{Kind: Start, Function: fn.key, Replica: r.view(), Warm: true, Why: standbyWhy, Parked: c.handOver(fn, p, now, res)})
 	res.add(Effect{Kind: Write, Function: fn.key, Record: fn.record()})
 	return true
 }

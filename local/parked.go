@@ -162,7 +162,7 @@ func (b *Backend) watchParked(pr *parkedRun) {
 		if b.parked[pr.id] == pr {
 			now := time.Now()
 			if ready {
-				_ = b.applyLocked(b.core.ParkedReady(pr.id, now), now)
+				_ = b.applyLocked(b.core.ParkedReady(pr.id, lifecycle.Sight{All: true}, now), now)
 			} else {
 				b.refuseParkedLocked(pr, why, now)
 			}

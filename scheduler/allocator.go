@@ -208,9 +208,9 @@ type Hints struct {
 	// Avoid are GPUs (by UUID) not to place on: a standby's, those
 	// consolidation is emptying.
 	Avoid map[string]bool
-	// Parked are nodes where the function has a process parked and ready
-	// (lifecycle's): a replica placed there takes it and skips its
-	// container's start. It ranks after the model's locality and after
+	// Parked are GPUs (by UUID) a process the function has parked and
+	// ready can be handed (lifecycle's): a replica placed there takes it
+	// and skips its container's start. It ranks after the model's locality and after
 	// needing no eviction, before best fit: ahead of locality it piled a
 	// function's replicas onto one node's GPUs (docs/evaluation.md,
 	// "Parked processes: a learnt count").
@@ -219,8 +219,8 @@ type Hints struct {
 
 // Place books replica id on the best GPU for req. The score, in order:
 // the model already in that GPU's memory, else loaded recently on its node,
-// else cold; no eviction needed over evicting idle warm replicas; a node
-// where the function has a process parked (Hints.Parked); best fit
+// else cold; no eviction needed over evicting idle warm replicas; a GPU
+// a process the function has parked can be handed (Hints.Parked); best fit
 // (the GPU left fullest in SM %, then memory, so whole GPUs stay free for
 // large slices); the profiled speed of the GPU's product; then node name and
 // GPU index. A slice that fits only once idle warm replicas go evicts them,
@@ -337,7 +337,7 @@ func (a *Allocator) pickSlice(req gpu.Request, h Hints) (*gpuState, error) {
 		// Standbys' memory is free memory to the score: a standby never
 		// changes where a replica goes.
 		besideSpare := g.fitsBesideSpare(s)
-		sc := score{parked: h.Parked[g.dev.Node], noEvict: besideSpare, freeSM: 100 - g.smUsed - s.SMPercent}
+		sc := score{parked: h.Parked[g.dev.UUID], noEvict: besideSpare, freeSM: 100 - g.smUsed - s.SMPercent}
 		if besideSpare {
 			sc.freeMem = g.dev.MemoryBytes - (g.memUsed - g.spareMem) - s.MemoryBytes
 		} else {

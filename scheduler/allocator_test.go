@@ -492,10 +492,10 @@ func TestOccupiedNeverOpensAnIdleGPU(t *testing.T) {
 	}
 }
 
-// A node where the function has a process parked comes before best fit: a
-// replica placed there skips its container's start, which costs more than
-// a GPU opened. It comes after the model's locality, and a node with no
-// room for it is no choice at all.
+// A GPU a process the function has parked can be handed comes before best
+// fit: a replica placed there skips its container's start, which costs
+// more than a GPU opened. It comes after the model's locality, and a GPU
+// with no room for it is no choice at all.
 func TestParkedNodeBeforeBestFit(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -504,9 +504,9 @@ func TestParkedNodeBeforeBestFit(t *testing.T) {
 		want    string
 	}{
 		{"none parked: best fit beside the busy GPU", nil, false, "n0-g0"},
-		{"parked on the other node", map[string]bool{"n1": true}, false, "n1-g0"},
-		{"parked on a node with no room", map[string]bool{"n2": true}, false, "n0-g0"},
-		{"the model's locality first", map[string]bool{"n1": true}, true, "n0-g0"},
+		{"parked on the other node", map[string]bool{"n1-g0": true}, false, "n1-g0"},
+		{"parked on a node with no room", map[string]bool{"n2-g0": true}, false, "n0-g0"},
+		{"the model's locality first", map[string]bool{"n1-g0": true}, true, "n0-g0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,8 +110,11 @@ func TestParkedHeldGPUsOnly(t *testing.T) {
 	p := e.pol.(*faasGPU)
 	t.Logf("8x step, 20-s container start, 2 parked: %d taken, %.2f %% over the SLO seeing held GPUs only; %d taken, %.2f %% seeing any",
 		p.taken, held.SLOViolations, takenAny, anyGPU.SLOViolations)
-	if p.taken >= takenAny {
-		t.Fatalf("%d processes taken seeing held GPUs only, %d seeing any: want fewer, the step opens a GPU", p.taken, takenAny)
+	if p.blind > 0 {
+		t.Errorf("%d parked processes handed a GPU they cannot see: the core must hand one only a GPU in its sight", p.blind)
+	}
+	if p.taken == 0 {
+		t.Fatal("no parked process taken seeing held GPUs only: the step's replicas on the held GPU should take them")
 	}
 	if len(p.sees) > p.parked-p.taken {
 		t.Errorf("%d parked processes' GPUs kept, %d parked and not taken: the taken ones' are not forgotten", len(p.sees), p.parked-p.taken)

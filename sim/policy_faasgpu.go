@@ -64,11 +64,12 @@ type faasGPU struct {
 	// replaced counts replicas retired by a replacement, for tests.
 	replaced int
 	// parked counts the processes parked, taken the replicas that took
-	// one, for tests.
-	parked, taken int
+	// one, blind the hand-overs refused as the Kubernetes backend would
+	// (the process cannot see the replica's GPU), for tests.
+	parked, taken, blind int
 	// sees are the GPUs each parked process can be handed, by its ID
-	// (Options.ParkedHeldGPUs); nil: any of its node's.
-	sees map[string]map[string]bool
+	// (Options.ParkedHeldGPUs); none: any of its node's.
+	sees map[string][]string
 }
 
 type fgFn struct {
@@ -101,7 +102,7 @@ func (p *faasGPU) start(e *Engine) error {
 
 // setup makes the lifecycle core the policy drives.
 func (p *faasGPU) setup(e *Engine) {
-	p.byID, p.sees = map[string]*replica{}, map[string]map[string]bool{}
+	p.byID, p.sees = map[string]*replica{}, map[string][]string{}
 	p.byFn = map[string]*fgFn{}
 	// By workload index, as replicas and arrivals name them; nil until
 	// deployed.
@@ -235,26 +236,36 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 
 // heldOn are the GPUs of node that hold a booking now: what a parked pod
 // created there now sees (Options.ParkedHeldGPUs).
-func heldOn(e *Engine, node string) map[string]bool {
-	held := map[string]bool{}
+func heldOn(e *Engine, node string) []string {
+	held := []string{}
 	for _, g := range e.gpus {
 		if g.dev.Node == node && g.booked > 0 {
-			held[g.dev.UUID] = true
+			held = append(held, g.dev.UUID)
 		}
 	}
 	return held
 }
 
-// canTake says whether parked process id can become replica v: always,
-// unless it sees only the GPUs held when it was parked and v's is not
-// one of them (the Kubernetes backend's canHandOver).
+// sight is what parked process id can be handed, as its backend reports
+// it to the core.
+func (p *faasGPU) sight(e *Engine, id string) lifecycle.Sight {
+	if !e.opts.ParkedHeldGPUs {
+		return lifecycle.Sight{All: true}
+	}
+	return lifecycle.Sight{GPUs: p.sees[id]}
+}
+
+// canTake says whether parked process id can become replica v, as the
+// Kubernetes backend checks it (canHandOver) before its hand-over: the
+// core hands a process only a GPU in its sight, so a refusal counts
+// (blind) for tests.
 func (p *faasGPU) canTake(e *Engine, id string, v lifecycle.ReplicaView) bool {
 	if !e.opts.ParkedHeldGPUs {
 		return true
 	}
-	sees := p.sees[id]
 	for _, u := range v.Placement.GPUs {
-		if !sees[u] {
+		if !slices.Contains(p.sees[id], u) {
+			p.blind++
 			return false
 		}
 	}
@@ -459,7 +470,7 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 }
 
 func (p *faasGPU) parkedReady(e *Engine, id string) {
-	p.apply(e, p.core.ParkedReady(id, e.clock()), false)
+	p.apply(e, p.core.ParkedReady(id, p.sight(e, id), e.clock()), false)
 }
 
 func (p *faasGPU) ready(e *Engine, r *replica) {
