@@ -99,7 +99,8 @@ func TestParkedCountAboveAFunctionsMax(t *testing.T) {
 // process sees only the GPUs its node held when it was parked: the 8x
 // step of TestParkedProcessesAnswerAStep opens the node's second GPU, and
 // its replicas there start as if nothing was parked, where local mode's
-// processes serve either GPU.
+// processes serve either GPU. The core, told each process's sight, never
+// hands one a GPU it cannot see (the backend would refuse it: blind).
 func TestParkedHeldGPUsOnly(t *testing.T) {
 	cat, wl, inv := stepOnTwoGPUs(t)
 	opts := Options{ContainerStart: 20 * time.Second, Contention: DefaultContention(), Warmup: 30 * time.Second, Parked: "2"}
