@@ -133,19 +133,29 @@ func TestRenderParkedPod(t *testing.T) {
 	}
 }
 
+// metadataPatch is a merge patch of an object's labels (nil: removed)
+// and annotations.
+type metadataPatch struct {
+	Metadata struct {
+		Labels      map[string]*string `json:"labels"`
+		Annotations map[string]string  `json:"annotations"`
+	} `json:"metadata"`
+}
+
+func decodeMetadataPatch(t *testing.T, raw []byte) metadataPatch {
+	t.Helper()
+	var p metadataPatch
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // The adoption makes the pod its group's, as a pod of the group's
 // Deployment is labelled and annotated, and no longer parked.
 func TestAdoptionPatch(t *testing.T) {
 	pl := scheduler.Placement{Node: "node-a", GPUs: []string{"GPU-a"}, Slice: gpu.Slice{SMPercent: 30, MemoryBytes: 4 << 30}}
-	var patch struct {
-		Metadata struct {
-			Labels      map[string]*string `json:"labels"`
-			Annotations map[string]string  `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 2, false), &patch); err != nil {
-		t.Fatal(err)
-	}
+	patch := decodeMetadataPatch(t, adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 2, false))
 	l := patch.Metadata.Labels
 	if l[LabelParked] != nil || *l[LabelFunction] != "fn" || *l[LabelGroup] != "fn-g1" || *l[LabelAdopted] != "true" {
 		t.Errorf("labels %v", l)
@@ -165,15 +175,7 @@ func TestAdoptionPatch(t *testing.T) {
 		t.Errorf("a replica in service's pod labelled %s", LabelWarm)
 	}
 	// A standby's pod is out of routing from its adoption on.
-	var standby struct {
-		Metadata struct {
-			Labels      map[string]*string `json:"labels"`
-			Annotations map[string]string  `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 0, true), &standby); err != nil {
-		t.Fatal(err)
-	}
+	standby := decodeMetadataPatch(t, adoptionPatch("fn", "fn-g1", pl, scheduler.SliceConfig{Batch: 4}, "m", 0, true))
 	if w := standby.Metadata.Labels[LabelWarm]; w == nil || *w != "true" || standby.Metadata.Annotations[annotationDeletionCost] != warmDeletionCost {
 		t.Errorf("a standby's adoption: labels %v, annotations %v; want it warm, as warmPatch labels it", standby.Metadata.Labels, standby.Metadata.Annotations)
 	}
