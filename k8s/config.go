@@ -100,7 +100,8 @@ type Options struct {
 	// Parked keeps functions' parked processes as pods (parked.go): a
 	// burst's replicas take a pod started ahead instead of starting
 	// theirs. Off by default: a parked pod sees every GPU faas-gpu holds
-	// on its node until its hand-over.
+	// on its node (every GPU of it with ParkedSeesAll) until its
+	// hand-over.
 	Parked bool
 	// ParkedSees is what a parked pod sees of its node's GPUs until its
 	// hand-over: ParkedSeesHeld, those faas-gpu holds when it is created
@@ -167,7 +168,7 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	})
 	fs.IntVar(&o.FunctionPort, "k8s-function-port", o.FunctionPort, "kubernetes: the watchdog's port in function pods")
 	fs.DurationVar(&o.NodeLostAfter, "k8s-node-lost-after", o.NodeLostAfter, "kubernetes: a node NotReady this long loses its replicas to other nodes (0: only when the Node is deleted)")
-	fs.BoolVar(&o.Parked, "k8s-parked", o.Parked, "kubernetes: keep functions' parked processes (com.openfaas.gpu.parked) as pods started ahead of their placements; a parked pod sees every GPU faas-gpu holds on its node until its hand-over")
+	fs.BoolVar(&o.Parked, "k8s-parked", o.Parked, "kubernetes: keep functions' parked processes (com.openfaas.gpu.parked) as pods started ahead of their placements; a parked pod sees every GPU faas-gpu holds on its node (every GPU of it with -k8s-parked-sees all) until its hand-over")
 	fs.Func("k8s-parked-sees", "kubernetes: what a parked pod sees of its node's GPUs until its hand-over: held (those faas-gpu holds when it is created; a replica placed on a GPU opened later starts its own pod) or all (every GPU of the node) (default held)", func(v string) error {
 		if v != ParkedSeesHeld && v != ParkedSeesAll {
 			return fmt.Errorf("%q is not %s or %s", v, ParkedSeesHeld, ParkedSeesAll)
