@@ -131,15 +131,20 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		// function has none in service (a request would then wait out a
 		// cold start, and the warm lifetime alone decides), it is a
 		// bursty function's model cache, or it is just made (it lives at
-		// least the autoscaler's cool-down) for a function that is bursty
-		// or serves many models: there it is the next burst's capacity or
-		// a cache of models. A steady one-model function's just-made warm
-		// replica is a flap of its rate's noise; its function serves on
-		// without it, and held, it kept a light load's second GPU for
-		// another half minute each time (the consolidation run).
+		// least the autoscaler's cool-down) for a function that serves
+		// many models or is bursty with no known period: there it is a
+		// cache of models or the next burst's capacity. A steady
+		// one-model function's just-made warm replica is a flap of its
+		// rate's noise; its function serves on without it, and held, it
+		// kept a light load's second GPU for another half minute each
+		// time (the consolidation run). Where the bursts' period is
+		// known, the next one's capacity starts ahead of it
+		// (expectBurst), and held, the warm replicas of its last burst
+		// kept that burst's GPU half a minute into each gap (h10).
 		young := false
 		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime {
-			young = fn.burst.Bursty() || fn.mix != nil
+			_, periodic := fn.burst.Period()
+			young = fn.burst.Bursty() && !periodic || fn.mix != nil
 		}
 		// While a bursty function's period is not yet known, its warm
 		// replicas are all its next burst can count on; once known, the

@@ -236,16 +236,23 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		// burst: 200 req/s more for 15 s, ending this long before the
 		// scale-down; 0: none.
 		burst time.Duration
+		// bursts: how many such bursts, a minute apart, the last as
+		// burst says; 0: one.
+		bursts int
 	}{
-		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true, 0, 0},
-		{"its function deployed within the minute, steady: freed", 1, 10 * time.Second, false, 0, true, 35 * time.Second, 0},
-		{"its function deployed within the minute, its load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 35 * time.Second, 0},
-		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true, 0, 0},
-		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 0, 0},
-		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false, 0, 0},
-		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false, 0, 0},
-		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true, 0, 0},
-		{"after its first burst, its period not known: kept", 1, 40 * time.Second, false, 0, false, 0, 20 * time.Second},
+		{"one in service elsewhere: the warm-only GPU is freed", 1, 40 * time.Second, false, 0, true, 0, 0, 0},
+		{"its function deployed within the minute, steady: freed", 1, 10 * time.Second, false, 0, true, 35 * time.Second, 0, 0},
+		{"its function deployed within the minute, its load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 35 * time.Second, 0, 0},
+		{"just made, its function steady: freed", 1, 10 * time.Second, false, 0, true, 0, 0, 0},
+		{"just made, its function's load fell (bursty): kept", 1, 10 * time.Second, false, 10 * time.Second, false, 0, 0, 0},
+		{"scaled to zero: kept for its lifetime", 0, 40 * time.Second, false, 10 * time.Second, false, 0, 0, 0},
+		{"a bursty function's model cache (several models, load fell): kept", 1, 40 * time.Second, true, 10 * time.Second, false, 0, 0, 0},
+		{"a steady function's model cache (several models, load goes on): freed", 1, 40 * time.Second, true, 0, true, 0, 0, 0},
+		{"after its first burst, its period not known: kept", 1, 40 * time.Second, false, 0, false, 0, 20 * time.Second, 0},
+		{"just made after a burst, its period not known: kept", 1, 10 * time.Second, false, 0, false, 0, 20 * time.Second, 0},
+		// Its next burst's capacity starts ahead of it (expectBurst), so
+		// the just-made warm replica is not all that burst can count on.
+		{"just made after a burst, its bursts' period known: freed", 1, 10 * time.Second, false, 0, true, 250 * time.Second, 20 * time.Second, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,8 +293,11 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 					last = end
 				}
 				requests := 100 * last.Sub(t0).Seconds()
-				if tc.burst > 0 {
-					to := down.Add(-tc.burst)
+				for i := range max(tc.bursts, 1) {
+					if tc.burst == 0 {
+						break
+					}
+					to := down.Add(-tc.burst - time.Duration(i)*time.Minute)
 					from := to.Add(-15 * time.Second)
 					until := to
 					if last.Before(to) {
