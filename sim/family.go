@@ -54,6 +54,7 @@ var familyDraws = []familyDraw{
 	{"family19", 20261220, "c"}, // after family18 was spent judging a slow replica valued apart from its pool (docs/evaluation.md, "A slow replica does not sink its pool"): the blind check of what is tuned next
 	{"family20", 20261221, "d"}, // after family19 was the blind check of a slow replica valued apart from its pool, and a scale-down by the pool's loss was measured on the seen draws and not kept: the blind check of what is tuned next
 	{"family21", 20261222, "e"}, // after family20 was the blind check of parked processes by default: the blind check of what is tuned next
+	{"family22", 20261223, "i"}, // after family21 was the blind check of a periodic burst's warm replicas yielding to consolidation: the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
