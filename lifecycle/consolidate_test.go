@@ -293,10 +293,11 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 					last = end
 				}
 				requests := 100 * last.Sub(t0).Seconds()
-				for i := range max(tc.bursts, 1) {
-					if tc.burst == 0 {
-						break
-					}
+				bursts := tc.bursts
+				if tc.burst > 0 {
+					bursts = max(bursts, 1)
+				}
+				for i := range bursts {
 					to := down.Add(-tc.burst - time.Duration(i)*time.Minute)
 					from := to.Add(-15 * time.Second)
 					until := to
