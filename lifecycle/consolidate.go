@@ -137,18 +137,19 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		// one-model function's just-made warm replica is a flap of its
 		// rate's noise; its function serves on without it, and held, it
 		// kept a light load's second GPU for another half minute each
-		// time (the consolidation run). Where the bursts' period is
-		// known, the next one's capacity starts ahead of it
-		// (expectBurst), and held, the warm replicas of its last burst
-		// kept that burst's GPU half a minute into each gap (h10).
+		// time (the consolidation run).
+		//
+		// While a bursty function's period is not known, its warm
+		// replicas are all its next burst can count on: after its first
+		// bursts (Learning) and, just made, after irregular ones. Once
+		// known, the burst's capacity starts ahead of it (expectBurst);
+		// held all the same, the last burst's warm replicas kept its GPU
+		// half a minute into each gap (h10).
 		young := false
 		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime {
 			_, periodic := fn.burst.Period()
 			young = fn.burst.Bursty() && !periodic || fn.mix != nil
 		}
-		// While a bursty function's period is not yet known, its warm
-		// replicas are all its next burst can count on; once known, the
-		// burst's capacity starts ahead of it (expectBurst).
 		if young || c.serving(fn) == 0 || c.keepsCache(r) || fn.burst.Learning() {
 			return true
 		}
