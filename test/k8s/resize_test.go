@@ -31,6 +31,11 @@ func serveEveryPod(t *testing.T, port int) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
+// resnet50Cheapest is the SM % of resnet50's cheapest slice on the test's
+// V100s at a 200-ms SLO: a smaller one books the same memory, so it costs
+// as much.
+const resnet50Cheapest = 10
+
 // servingGroups are the Deployments of a function with pods wanted, by
 // name, with their SM %.
 func servingGroups(t *testing.T, name string) map[string]int {
@@ -103,46 +108,60 @@ func TestResizeMakeBeforeBreakOnKubernetes(t *testing.T) {
 		}
 	}()
 
-	// A burst until the autoscaler adds replicas, and a second more.
-	burst, endBurst := context.WithCancel(ctx)
-	var bwg sync.WaitGroup
-	for range 16 {
-		bwg.Add(1)
-		go func() {
-			defer bwg.Done()
-			for burst.Err() == nil {
-				if resp, err := http.Get(p.url + "/function/rn"); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
-	err = poll(20*time.Second, func() bool { return p.status(t, "rn").Replicas > 1 })
-	time.Sleep(time.Second)
-	endBurst()
-	bwg.Wait()
-	if err != nil {
-		t.Fatalf("no scale-up in the burst: %+v", p.gpus(t).Functions)
-	}
-	calm := time.Now()
-
-	// Back to one replica in one Deployment, then a resize of it to a
-	// smaller slice in another, complete: the new pod ready, the old
-	// Deployment gone.
-	var before map[string]int
-	if err := poll(30*time.Second, func() bool {
-		before = servingGroups(t, "rn")
-		st := p.status(t, "rn")
-		return len(before) == 1 && st.Replicas == 1 && st.AvailableReplicas == 1
-	}); err != nil {
-		t.Fatalf("not back to one replica after the burst: %v, %+v", before, p.status(t, "rn"))
-	}
+	// A burst until the autoscaler adds replicas, and a second more; then
+	// back to one replica in one Deployment. The scale-downs keep the
+	// replicas that serve the most per cost, and those may be a slice
+	// added in the burst that is already resnet50's cheapest: its 1.6 GiB
+	// of a 16-GiB V100 cost as much as a 10 % slice, so no smaller slice
+	// saves anything (seen once in CI, on two busy cores). So a burst is
+	// run again until the replica kept is larger, at most three times.
+	var calm time.Time
 	var old string
 	var oldSM int
-	for name, sm := range before {
-		old, oldSM = name, sm
+	for attempt := 1; oldSM <= resnet50Cheapest; attempt++ {
+		if attempt > 3 {
+			t.Fatalf("after %d bursts the replica kept is %s (%d%% SM), still resnet50's cheapest: nothing to resize", attempt-1, old, oldSM)
+		}
+		burst, endBurst := context.WithCancel(ctx)
+		var bwg sync.WaitGroup
+		for range 16 {
+			bwg.Add(1)
+			go func() {
+				defer bwg.Done()
+				for burst.Err() == nil {
+					if resp, err := http.Get(p.url + "/function/rn"); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}()
+		}
+		err = poll(20*time.Second, func() bool { return p.status(t, "rn").Replicas > 1 })
+		time.Sleep(time.Second)
+		endBurst()
+		bwg.Wait()
+		if err != nil {
+			t.Fatalf("no scale-up in burst %d: %+v", attempt, p.gpus(t).Functions)
+		}
+		calm = time.Now()
+		var before map[string]int
+		if err := poll(30*time.Second, func() bool {
+			before = servingGroups(t, "rn")
+			st := p.status(t, "rn")
+			return len(before) == 1 && st.Replicas == 1 && st.AvailableReplicas == 1
+		}); err != nil {
+			t.Fatalf("not back to one replica after burst %d: %v, %+v", attempt, before, p.status(t, "rn"))
+		}
+		for name, sm := range before {
+			old, oldSM = name, sm
+		}
+		if oldSM <= resnet50Cheapest {
+			t.Logf("burst %d kept %s at %d%% SM, resnet50's cheapest; another burst", attempt, old, oldSM)
+		}
 	}
+
+	// Then a resize of it to a smaller slice in another, complete: the
+	// new pod ready, the old Deployment gone.
 	var now map[string]int
 	var newer string
 	if err := poll(60*time.Second, func() bool {
