@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // serveEveryPod answers, on the function port of every loopback address,
@@ -31,10 +33,33 @@ func serveEveryPod(t *testing.T, port int) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
-// resnet50Cheapest is the SM % of resnet50's cheapest slice on the test's
-// V100s at a 200-ms SLO: a smaller one books the same memory, so it costs
-// as much.
-const resnet50Cheapest = 10
+// memorySharePercent is the share of the largest GPU that function
+// name's memory books, as the provider reports both: a slice's cost is
+// the larger of its SM % and this (the autoscaler's and the resize's).
+func memorySharePercent(t *testing.T, r scheduler.ClusterReport, name string) float64 {
+	t.Helper()
+	var largest int64
+	for _, n := range r.Nodes {
+		for _, g := range n.GPUs {
+			largest = max(largest, g.MemoryBytes)
+		}
+	}
+	for _, f := range r.Functions {
+		if f.Name == name && largest > 0 {
+			return 100 * float64(f.MemoryBytes) / float64(largest)
+		}
+	}
+	t.Fatalf("no memory share of %s in the report: %+v", name, r)
+	return 0
+}
+
+// resizable reports whether a replica at sm % could be resized to a
+// cheaper slice: one that saves scheduler.ResizeMinSaving of its cost,
+// which no slice costing its memory's share can where sm less that saving
+// is below the share.
+func resizable(sm int, memoryShare float64) bool {
+	return float64(sm)*(1-scheduler.ResizeMinSaving) >= memoryShare
+}
 
 // servingGroups are the Deployments of a function with pods wanted, by
 // name, with their SM %.
@@ -115,12 +140,13 @@ func TestResizeMakeBeforeBreakOnKubernetes(t *testing.T) {
 	// of a 16-GiB V100 cost as much as a 10 % slice, so no smaller slice
 	// saves anything (seen once in CI, on two busy cores). So a burst is
 	// run again until the replica kept is larger, at most three times.
+	share := memorySharePercent(t, p.gpus(t), "rn")
 	var calm time.Time
 	var old string
 	var oldSM int
-	for attempt := 1; oldSM <= resnet50Cheapest; attempt++ {
+	for attempt := 1; !resizable(oldSM, share); attempt++ {
 		if attempt > 3 {
-			t.Fatalf("after %d bursts the replica kept is %s (%d%% SM), still resnet50's cheapest: nothing to resize", attempt-1, old, oldSM)
+			t.Fatalf("after %d bursts the replica kept is %s (%d%% SM), its memory's %.1f%% leaves nothing cheaper to resize to", attempt-1, old, oldSM, share)
 		}
 		burst, endBurst := context.WithCancel(ctx)
 		var bwg sync.WaitGroup
@@ -155,8 +181,8 @@ func TestResizeMakeBeforeBreakOnKubernetes(t *testing.T) {
 		for name, sm := range before {
 			old, oldSM = name, sm
 		}
-		if oldSM <= resnet50Cheapest {
-			t.Logf("burst %d kept %s at %d%% SM, resnet50's cheapest; another burst", attempt, old, oldSM)
+		if !resizable(oldSM, share) {
+			t.Logf("burst %d kept %s at %d%% SM, with nothing cheaper beside its memory's %.1f%%; another burst", attempt, old, oldSM, share)
 		}
 	}
 
