@@ -2,14 +2,11 @@ package k8s
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,31 +110,14 @@ func TestWritesOnTheStandbyReachTheLeader(t *testing.T) {
 	b.deploy(t, cl)
 	a.ready(t, "classify-b", 1, 30*time.Second)
 	fakePods(t, "classify-b", fnPort, 0)
-	ctx, stop := context.WithCancel(context.Background())
-	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				resp, err := anon.Get(b.url + "/function/classify-b")
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				sent.Add(1)
-			}
-		}()
-	}
+	stop := loadFunction(anon, b.url+"/function/classify-b", 16, 0)
 	start = time.Now()
 	err = poll(20*time.Second, func() bool { return a.status(t, "classify-b").Replicas > 1 })
 	took := time.Since(start)
-	stop()
-	wg.Wait()
+	sent := stop()
 	if err != nil {
-		t.Fatalf("the leader did not scale up on the standby's load: %d requests in %v: %+v", sent.Load(), took, a.gpus(t).Functions)
+		t.Fatalf("the leader did not scale up on the standby's load: %d requests in %v: %+v", sent, took, a.gpus(t).Functions)
 	}
 	t.Logf("the leader scaled classify-b to %d replicas %v into load sent only to the standby (%d requests)",
-		a.status(t, "classify-b").Replicas, took.Round(time.Millisecond), sent.Load())
+		a.status(t, "classify-b").Replicas, took.Round(time.Millisecond), sent)
 }

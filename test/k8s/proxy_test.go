@@ -195,33 +195,16 @@ func TestAutoscalerFollowsTheProxiedRate(t *testing.T) {
 
 	// Load until the autoscaler adds replicas (new pods get a watchdog
 	// too, so they serve once Ready).
-	ctx, stop := context.WithCancel(context.Background())
-	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				resp, err := http.Get(p.url + "/function/classify")
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				sent.Add(1)
-			}
-		}()
-	}
+	stop := loadFunction(http.DefaultClient, p.url+"/function/classify", 16, 0)
 	start := time.Now()
 	err := poll(20*time.Second, func() bool { return p.status(t, "classify").Replicas > 1 })
 	took := time.Since(start)
-	stop()
-	wg.Wait()
+	sent := stop()
 	if err != nil {
-		t.Fatalf("no scale-up after %d requests in %v: %+v", sent.Load(), took, p.gpus(t).Functions)
+		t.Fatalf("no scale-up after %d requests in %v: %+v", sent, took, p.gpus(t).Functions)
 	}
 	t.Logf("scaled up to %d replicas %v into the load (%d requests sent, %.0f req/s)", p.status(t, "classify").Replicas,
-		took.Round(time.Millisecond), sent.Load(), float64(sent.Load())/took.Seconds())
+		took.Round(time.Millisecond), sent, float64(sent)/took.Seconds())
 
 	// Scale to zero after 2 s idle.
 	idle := map[string]string{"com.openfaas.scale.zero": "true", "com.openfaas.scale.zero-duration": "2s"}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,30 @@ func serveEveryPod(t *testing.T, port int) {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// loadFunction sends GETs to url from workers goroutines with client,
+// each pausing between its requests, until the stop it returns is called;
+// stop waits for them and returns how many requests were sent.
+func loadFunction(client *http.Client, url string, workers int, pause time.Duration) (stop func() int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if resp, err := client.Get(url); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				sent.Add(1)
+				time.Sleep(pause)
+			}
+		}()
+	}
+	return func() int64 { cancel(); wg.Wait(); return sent.Load() }
 }
 
 // memorySharePercent is the share of the largest GPU that function
@@ -148,24 +173,10 @@ func TestResizeMakeBeforeBreakOnKubernetes(t *testing.T) {
 		if attempt > 3 {
 			t.Fatalf("after %d bursts the replica kept is %s (%d%% SM), its memory's %.1f%% leaves nothing cheaper to resize to", attempt-1, old, oldSM, share)
 		}
-		burst, endBurst := context.WithCancel(ctx)
-		var bwg sync.WaitGroup
-		for range 16 {
-			bwg.Add(1)
-			go func() {
-				defer bwg.Done()
-				for burst.Err() == nil {
-					if resp, err := http.Get(p.url + "/function/rn"); err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-				}
-			}()
-		}
+		endBurst := loadFunction(http.DefaultClient, p.url+"/function/rn", 16, 0)
 		err = poll(20*time.Second, func() bool { return p.status(t, "rn").Replicas > 1 })
 		time.Sleep(time.Second)
 		endBurst()
-		bwg.Wait()
 		if err != nil {
 			t.Fatalf("no scale-up in burst %d: %+v", attempt, p.gpus(t).Functions)
 		}

@@ -1,10 +1,7 @@
 package k8s
 
 import (
-	"context"
-	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,28 +22,9 @@ func TestStandbyPodOnKubernetes(t *testing.T) {
 		served[name] = true
 	}
 
-	load := func(workers int, pause time.Duration) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					if resp, err := http.Get(p.url + "/function/classify"); err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-					time.Sleep(pause)
-				}
-			}()
-		}
-		return func() { cancel(); wg.Wait() }
-	}
-
 	// A light load: the function settles on its one replica and gets a
 	// standby.
-	stopLight := load(1, 200*time.Millisecond)
+	stopLight := loadFunction(http.DefaultClient, p.url+"/function/classify", 1, 200*time.Millisecond)
 	var standby corev1.Pod
 	if err := poll(30*time.Second, func() bool {
 		for _, pod := range livePods(t, "classify") {
@@ -102,7 +80,7 @@ func TestStandbyPodOnKubernetes(t *testing.T) {
 	}
 
 	// A rise: the standby's own pod goes in service.
-	stopHeavy := load(16, 0)
+	stopHeavy := loadFunction(http.DefaultClient, p.url+"/function/classify", 16, 0)
 	err := poll(20*time.Second, func() bool {
 		for _, pod := range livePods(t, "classify") {
 			if pod.UID == standby.UID {
