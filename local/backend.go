@@ -434,22 +434,7 @@ func (b *Backend) Deploy(ctx context.Context, spec scheduler.Function) error {
 	if err := b.checkLocked(spec); err != nil {
 		return err
 	}
-	now := time.Now()
-	undoParkable := b.noteParkableLocked(spec)
-	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Deploy(spec, now) })
-	if err != nil {
-		undoParkable()
-		return err
-	}
-	if err := b.commitLocked(&res); err != nil {
-		undoParkable()
-		return err
-	}
-	if v, ok := b.core.Function(key(spec.Namespace(), spec.Name())); ok {
-		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("decision", v.Plan.Decision))
-	}
-	defer b.publishRouteLocked(key(spec.Namespace(), spec.Name()))
-	return b.applyLocked(res, now)
+	return b.writeSpecLocked(spec, b.core.Deploy)
 }
 
 // Update replaces a function's spec and restarts its replicas on it, all
@@ -466,18 +451,29 @@ func (b *Backend) Update(ctx context.Context, spec scheduler.Function) error {
 	if err := b.checkLocked(spec); err != nil {
 		return err
 	}
+	return b.writeSpecLocked(spec, b.core.Update)
+}
+
+// writeSpecLocked carries out the core's decision on a new or changed
+// spec. A spec the core refuses, or a record the store cannot write,
+// leaves the function as it was, so the spec's parkable mark is taken
+// back with it.
+func (b *Backend) writeSpecLocked(spec scheduler.Function, decide func(scheduler.Function, time.Time) (lifecycle.Result, error)) error {
 	now := time.Now()
 	undoParkable := b.noteParkableLocked(spec)
-	res, err := b.timed(func() (lifecycle.Result, error) { return b.core.Update(spec, now) })
+	res, err := b.timed(func() (lifecycle.Result, error) { return decide(spec, now) })
+	if err == nil {
+		err = b.commitLocked(&res)
+	}
 	if err != nil {
 		undoParkable()
 		return err
 	}
-	if err := b.commitLocked(&res); err != nil {
-		undoParkable()
-		return err
+	k := key(spec.Namespace(), spec.Name())
+	if v, ok := b.core.Function(k); ok {
+		b.log.Info("slice chosen", zap.String("function", spec.Name()), zap.String("decision", v.Plan.Decision))
 	}
-	defer b.publishRouteLocked(key(spec.Namespace(), spec.Name()))
+	defer b.publishRouteLocked(k)
 	return b.applyLocked(res, now)
 }
 
