@@ -87,8 +87,8 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 
 // fixed reports whether replica id keeps its GPU in use this pass: it is
 // not a plain replica in service or warm (starting, draining, unknown),
-// spans GPUs, or its function is new, scaling up (or, for one in service,
-// down), waiting for room or in a move; a warm one also while just made,
+// spans GPUs, or its function is new, scaling up, waiting for room or in
+// a move; a warm one also while just made,
 // while its function has none in service or while it is a bursty
 // function's model cache (keepsCache).
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
@@ -111,21 +111,22 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 	if now.Sub(fn.createdAt) < c.opts.Consolidate.CoolDown && (r.phase != Warm || fn.burst.Bursty() || fn.mix != nil) {
 		return true
 	}
-	// A scaling holds its function's replicas for the autoscaler's own
-	// cool-down, the time within which it does not scale down again after
-	// a scale-up, not for consolidation's: a function flapping by one
-	// warm replica every half minute would otherwise pin every GPU it has
-	// a replica on for good.
-	scaled := c.opts.Autoscale.CoolDown
-	if now.Sub(fn.lastUp) < scaled {
+	// A scale-up holds its function's replicas for the autoscaler's own
+	// cool-down, the time within which it does not scale down again, not
+	// for consolidation's: a function flapping by one warm replica every
+	// half minute would otherwise pin every GPU it has a replica on for
+	// good. A scale-down holds nothing: the replicas it leaves in service
+	// are what the function needs now, and a move keeps the old one
+	// serving until the new one is ready. Held, a bursty function's
+	// scale-downs after each burst, a step every few seconds for most of
+	// a minute, renewed the hold until its next burst's capacity started
+	// ahead of it, so its GPUs were never free between bursts (family23's
+	// j18: four GPUs through every gap for the base load's one and a
+	// fraction).
+	if now.Sub(fn.lastUp) < c.opts.Autoscale.CoolDown {
 		return true
 	}
-	switch r.phase {
-	case Ready:
-		if now.Sub(fn.lastDown) < scaled {
-			return true
-		}
-	case Warm:
+	if r.phase == Warm {
 		// A scale-down is what makes a warm replica; it does not make one
 		// likelier to be needed. A warm replica yields unless its
 		// function has none in service (a request would then wait out a

@@ -477,11 +477,12 @@ func TestConsolidationRepacksThenFrees(t *testing.T) {
 	}
 }
 
-// A function that scaled holds its replicas where they are for the
+// A function that scaled up holds its replicas where they are for the
 // autoscaler's cool-down (30 s), not for consolidation's minute: a
 // function flapping by one replica every half minute would otherwise pin
-// its GPUs for good.
-func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
+// its GPUs for good. A scale-down holds nothing: a bursty function's
+// steps down after each burst kept its GPUs through every gap.
+func TestScaleUpHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 	const pass = 2 * time.Minute
 	tests := []struct {
 		name     string
@@ -491,8 +492,10 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 		{"never scaled", 0, 0, true},
 		{"scaled up 20 s before", 20 * time.Second, 0, false},
 		{"scaled up 40 s before", 40 * time.Second, 0, true},
-		{"scaled down 20 s before", 0, 20 * time.Second, false},
-		{"scaled down 40 s before", 0, 40 * time.Second, true},
+		{"scaled down 20 s before", 0, 20 * time.Second, true},
+		{"scaled down 5 s before", 0, 5 * time.Second, true},
+		{"scaled up 40 s and down 5 s before", 40 * time.Second, 5 * time.Second, true},
+		{"scaled down 40 s and up 5 s before", 5 * time.Second, 40 * time.Second, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
