@@ -87,8 +87,9 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 
 // fixed reports whether replica id keeps its GPU in use this pass: it is
 // not a plain replica in service or warm (starting, draining, unknown),
-// spans GPUs, or its function is new, scaling up, waiting for room or in
-// a move; a warm one also while just made,
+// spans GPUs, or its function is new, scaling up (or, for one in service
+// of a function that parks nothing, down), waiting for room or in a move;
+// a warm one also while just made,
 // while its function has none in service or while it is a bursty
 // function's model cache (keepsCache).
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
@@ -115,15 +116,24 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 	// cool-down, the time within which it does not scale down again, not
 	// for consolidation's: a function flapping by one warm replica every
 	// half minute would otherwise pin every GPU it has a replica on for
-	// good. A scale-down holds nothing: the replicas it leaves in service
-	// are what the function needs now, and a move keeps the old one
-	// serving until the new one is ready. Held, a bursty function's
-	// scale-downs after each burst, a step every few seconds for most of
-	// a minute, renewed the hold until its next burst's capacity started
-	// ahead of it, so its GPUs were never free between bursts (family23's
-	// j18: four GPUs through every gap for the base load's one and a
-	// fraction).
-	if now.Sub(fn.lastUp) < c.opts.Autoscale.CoolDown {
+	// good.
+	//
+	// A scale-down holds its function's replicas in service only where
+	// the function parks no process. Held, a bursty function's steps down
+	// after each burst, one every few seconds for most of a minute,
+	// renewed the hold until its next burst's capacity started ahead of
+	// it, so its GPUs were never free between bursts (family23's j18:
+	// four GPUs through every gap for a base load that needs one and a
+	// fraction). Where a function parks, the capacity a freed GPU takes
+	// away comes back in about a second at its next rise; where it does
+	// not, it comes back a container start later, and its next burst
+	// waits for it (without parking, lifting the hold took 4 more of the
+	// seen runs above 1 %: g18, y18, c03, d03).
+	scaled := c.opts.Autoscale.CoolDown
+	if now.Sub(fn.lastUp) < scaled {
+		return true
+	}
+	if r.phase == Ready && now.Sub(fn.lastDown) < scaled && c.parkAsked(fn) == 0 {
 		return true
 	}
 	if r.phase == Warm {

@@ -143,11 +143,8 @@ func (c *Core) touchParked(fn *function) {
 // where the backend can park it, and never more than the replicas it may
 // have.
 func (c *Core) parkTarget(fn *function) int {
-	n := fn.spec.Scale.Parked
-	if fn.spec.Scale.ParkedAuto {
-		n = scheduler.ParkedAutoMax
-	}
-	if n <= 0 || fn.parkRefused != "" || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+	n := c.parkAsked(fn)
+	if n <= 0 {
 		return 0
 	}
 	if m := fn.spec.Scale.Max; m > 0 && n > m {
@@ -159,6 +156,20 @@ func (c *Core) parkTarget(fn *function) int {
 			window = parkedWindowUnseen
 		}
 		n = scheduler.ParkedNeed(fn.parkStarts, window, n)
+	}
+	return n
+}
+
+// parkAsked is how many processes fn's spec asks to keep parked (the
+// most a learnt count may reach), where the backend can park it; 0
+// where it cannot or asks for none.
+func (c *Core) parkAsked(fn *function) int {
+	n := fn.spec.Scale.Parked
+	if fn.spec.Scale.ParkedAuto {
+		n = scheduler.ParkedAutoMax
+	}
+	if n <= 0 || fn.parkRefused != "" || c.opts.CanPark == nil || !c.opts.CanPark(fn.spec) {
+		return 0
 	}
 	return n
 }
