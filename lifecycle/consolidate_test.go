@@ -522,7 +522,7 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 				b.lastDown = t0.Add(pass - tc.down)
 			}
 			got := effectsAbout(c.Tick(t0.Add(pass)))
-			if moved := slices.Contains(got, "start b-4 on GPU-0-0"); moved != tc.moved {
+			if moved := slices.Equal(got, []string{"start b-4 on GPU-0-0"}); moved != tc.moved {
 				t.Errorf("pass: %q, want b moved: %v", got, tc.moved)
 			}
 		})
