@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -153,6 +155,30 @@ func poll(within time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) { return cond(), nil })
+}
+
+// loadFunction sends GETs to url from workers goroutines with client,
+// each pausing between its requests, until the stop it returns is called;
+// stop waits for them and returns how many requests were sent.
+func loadFunction(client *http.Client, url string, workers int, pause time.Duration) (stop func() int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if resp, err := client.Get(url); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				sent.Add(1)
+				time.Sleep(pause)
+			}
+		}()
+	}
+	return func() int64 { cancel(); wg.Wait(); return sent.Load() }
 }
 
 // call sends a JSON request and returns the status and body.

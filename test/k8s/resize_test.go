@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,30 +31,6 @@ func serveEveryPod(t *testing.T, port int) {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-}
-
-// loadFunction sends GETs to url from workers goroutines with client,
-// each pausing between its requests, until the stop it returns is called;
-// stop waits for them and returns how many requests were sent.
-func loadFunction(client *http.Client, url string, workers int, pause time.Duration) (stop func() int64) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if resp, err := client.Get(url); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				sent.Add(1)
-				time.Sleep(pause)
-			}
-		}()
-	}
-	return func() int64 { cancel(); wg.Wait(); return sent.Load() }
 }
 
 // memorySharePercent is the share of the largest GPU that function
