@@ -89,9 +89,8 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 // not a plain replica in service or warm (starting, draining, unknown),
 // spans GPUs, or its function is new, scaling up (or, for one in service
 // of a function that parks nothing, down), waiting for room or in a move;
-// a warm one also while just made,
-// while its function has none in service or while it is a bursty
-// function's model cache (keepsCache).
+// a warm one also while just made, while its function has none in
+// service or while it is a bursty function's model cache (keepsCache).
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
 	r := c.replicas[id]
 	if r != nil && r.standby {
