@@ -58,6 +58,8 @@ var familyDraws = []familyDraw{
 	{"family23", 20261224, "j"}, // after family22 was the blind check of an expected burst at its planned rate and the slowest start-up's lead (not kept): the blind check of what is tuned next
 	{"family24", 20261225, "l"}, // after family23 was run once at main, no change on trial, as an unseen check of main: the blind check of what is tuned next
 	{"family25", 20261226, "o"}, // after family24 was the blind check of a scale-down holding nothing from consolidation: the blind check of what is tuned next
+	// The single letters are spent (h is the held-out suite's): two from here.
+	{"family26", 20261227, "aa"}, // after family25 was the blind check of the hold kept where nothing parks: the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
