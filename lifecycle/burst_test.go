@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // A function whose bursts recur at a steady period has its next burst's
@@ -52,6 +54,70 @@ func TestExpectedBurstStartsCapacityAhead(t *testing.T) {
 			}
 			if v, _ := c.Function(rnKey); tt.ahead && len(v.Live) < 2 {
 				t.Errorf("%d replicas in service as the burst is due", len(v.Live))
+			}
+		})
+	}
+}
+
+// The capacity started ahead of an expected burst is sized at the last
+// burst's smoothed peak, or, where consolidation stopped the function's
+// warm replicas since that burst began, up to the highest rate planned
+// for within it by what those replicas served: they covered what the
+// smoothed peak leaves out, and no more is started than they took away.
+func TestExpectedBurstAfterAYield(t *testing.T) {
+	store := builtinStore(t)
+	onsets, next := []int{60, 150, 240}, 330
+	tests := []struct {
+		name    string
+		yielded int     // seconds; 0: never
+		rate    float64 // what the replicas yielded served
+		raise   float64 // over the smoothed peak; -1: up to the planned one
+	}{
+		{"no yield", 0, 0, 0},
+		{"a yield before the last burst", 200, 500, 0},
+		{"a yield after the last burst began", 270, 500, -1},
+		{"a small yield after the last burst began", 270, 30, 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(1, 4), nil, Options{Profiles: store})
+			if _, err := c.Deploy(rnSpec(), t0); err != nil {
+				t.Fatal(err)
+			}
+			l := Load{}
+			at := next - 5 // within the burst's lead
+			for s := 1; s < at; s++ {
+				n := uint64(100)
+				for _, o := range onsets {
+					if s >= o && s < o+15 {
+						n = 400
+					}
+				}
+				now := t0.Add(time.Duration(s) * time.Second)
+				tickWith(c, rnKey, &l, n, now)
+				readyAll(c, now)
+			}
+			fn := c.functions[rnKey]
+			if tt.yielded > 0 {
+				fn.yieldedAt = t0.Add(time.Duration(tt.yielded) * time.Second)
+				fn.yieldedRate = tt.rate
+			}
+			now := t0.Add(time.Duration(at) * time.Second)
+			smoothed, due := fn.burst.ExpectedBurst(now, fn.startup+burstLeadMargin)
+			planned, _, _ := fn.burst.PlannedPeak()
+			if !due || planned <= smoothed+50 {
+				t.Fatalf("due %v, planned peak %.0f against smoothed %.0f: the trace shows nothing to test", due, planned, smoothed)
+			}
+			in := scheduler.AutoscaleInput{SLO: fn.plan.Request.SLO, Rising: 100}
+			if !c.expectBurst(fn, &in, now) {
+				t.Fatal("the burst is not expected")
+			}
+			want := smoothed + tt.raise
+			if tt.raise < 0 {
+				want = planned
+			}
+			if in.Rising != want || !in.RiseConfirmed {
+				t.Errorf("expected at %.0f req/s (confirmed %v), want %.0f (smoothed peak %.0f, planned %.0f)", in.Rising, in.RiseConfirmed, want, smoothed, planned)
 			}
 		})
 	}

@@ -211,5 +211,11 @@ func (c *Core) yield(id string, now time.Time, why string, res *Result) {
 		return
 	}
 	c.cache.CountEviction(false)
-	c.stopWarm(c.functions[r.fn], r, now, why, res)
+	fn := c.functions[r.fn]
+	yielded := fn.yieldedSinceBurst()
+	if slo := fn.plan.Request.SLO; slo > 0 {
+		yielded += scheduler.QueueCapacity(fn.mixValue(r.config), slo, c.opts.Autoscale.SLOQuantile)
+	}
+	fn.yieldedAt, fn.yieldedRate = now, yielded
+	c.stopWarm(fn, r, now, why, res)
 }

@@ -318,6 +318,11 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 			if yielded := len(yields) > 0; yielded != tc.yield {
 				t.Errorf("yielded: %v, want %v (%q)", yielded, tc.yield, yields)
 			}
+			// The next expected burst is sized knowing its warm replicas
+			// went (expectBurst).
+			if at := c.functions["openfaas-fn/f"].yieldedAt; at.IsZero() == tc.yield {
+				t.Errorf("yield recorded at %v, want one: %v", at, tc.yield)
+			}
 		})
 	}
 }

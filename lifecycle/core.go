@@ -175,6 +175,12 @@ type function struct {
 	// burst is its smoothed rate over the warm TTL, one a tick: whether
 	// it is bursty decides if its warm model caches are kept (keepsCache).
 	burst scheduler.RateHistory
+	// yieldedAt is when consolidation last stopped one of its warm
+	// replicas to free a GPU (yield), and yieldedRate what those it
+	// stopped since the burst before served at its SLO
+	// (yieldedSinceBurst).
+	yieldedAt   time.Time
+	yieldedRate float64
 	// startup is how long its last replica took from placement to
 	// ready: how early an expected burst's capacity must start.
 	startup time.Duration

@@ -80,6 +80,7 @@ func (c *Core) Tick(now time.Time) Result {
 		// Confirmed on two ticks, or on the last two of the short
 		// intervals the Rise pass reads (fn.rise sees this tick's too).
 		in.RiseConfirmed = fn.rate.RiseConfirmed() || fn.rise.RiseConfirmed()
+		fn.burst.ObservePlanned(max(rate, fn.rate.Rising()))
 		expected := c.expectBurst(fn, &in, now)
 		if in.SLO > 0 && scheduler.Overloaded(in, c.opts.Autoscale) {
 			over[fn.key] = true
@@ -125,10 +126,30 @@ func (c *Core) expectBurst(fn *function, in *scheduler.AutoscaleInput, now time.
 	if !ok {
 		return false
 	}
+	if yielded := fn.yieldedSinceBurst(); yielded > 0 {
+		// The smoothed peak is short of a short burst's height, and the
+		// warm replicas the last burst left covered the rest until
+		// consolidation stopped them: their capacity is started again,
+		// up to the rate planned within that burst. Raised without a
+		// yield, or by all of it, the rest cost more than they gained
+		// (docs/evaluation.md, "An expected burst after a yield").
+		planned, _, _ := fn.burst.PlannedPeak()
+		peak = max(peak, min(planned, peak+yielded))
+	}
 	if peak > in.Rising {
 		in.Rising, in.RiseConfirmed = peak, true
 	}
 	return true
+}
+
+// yieldedSinceBurst is what consolidation stopped of fn's warm replicas
+// since its last burst's onset (req/s at its SLO): capacity its next
+// burst cannot count on.
+func (fn *function) yieldedSinceBurst() float64 {
+	if _, onset, ok := fn.burst.PlannedPeak(); !ok || !fn.yieldedAt.After(onset) {
+		return 0
+	}
+	return fn.yieldedRate
 }
 
 // DefaultRise is how often a backend runs Rise between ticks: a quarter
@@ -156,6 +177,7 @@ func (c *Core) Rise(now time.Time) Result {
 		if !fn.plan.Autoscaled || rising <= smoothed {
 			continue
 		}
+		fn.burst.ObservePlanned(rising)
 		in := c.autoscaleInput(fn, now, fn.rate.Rate(), rising)
 		in.RiseConfirmed = fn.rise.RiseConfirmed()
 		d := scheduler.Autoscale(in, c.opts.Autoscale)

@@ -51,12 +51,31 @@ func (h *RateHistory) observeBurst(now time.Time, rate float64) {
 			h.peak, h.peakAt = rate, now
 		}
 	case base > 0 && rate >= burstPeakRatio*base && rate-base >= burstMinRise:
-		h.inBurst, h.peak, h.peakAt = true, rate, now
+		h.inBurst, h.peak, h.peakAt, h.planned = true, rate, now, rate
 		h.onsets = append(h.onsets, now)
 		if len(h.onsets) > maxOnsets {
 			h.onsets = h.onsets[len(h.onsets)-maxOnsets:]
 		}
 	}
+}
+
+// ObservePlanned records a rate the autoscaler planned for (the smoothed
+// rate or a rise's own): within a burst, the highest is the burst's
+// planned peak (PlannedPeak).
+func (h *RateHistory) ObservePlanned(rate float64) {
+	if h.inBurst {
+		h.planned = max(h.planned, rate)
+	}
+}
+
+// PlannedPeak is the highest rate planned for within the last burst
+// (ObservePlanned), and the onset it was counted from; false before any
+// burst.
+func (h *RateHistory) PlannedPeak() (float64, time.Time, bool) {
+	if len(h.onsets) == 0 {
+		return 0, time.Time{}, false
+	}
+	return max(h.planned, h.peak), h.onsets[len(h.onsets)-1], true
 }
 
 // base is the function's rate between bursts (burstBaseQuantile of the

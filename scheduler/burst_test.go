@@ -121,6 +121,36 @@ func TestExpectedBurst(t *testing.T) {
 	})
 }
 
+// PlannedPeak is the highest rate planned for within the last burst,
+// never under its smoothed peak: rates planned between bursts do not
+// count, and a new onset starts it afresh.
+func TestPlannedPeak(t *testing.T) {
+	h := RateHistory{Window: 10 * time.Minute}
+	s := 0
+	feed := func(seconds int, rate float64) {
+		for range seconds {
+			s++
+			h.Observe(t0.Add(time.Duration(s)*time.Second), rate)
+		}
+	}
+	feed(60, 100)
+	if _, _, ok := h.PlannedPeak(); ok {
+		t.Fatal("a planned peak before any burst")
+	}
+	feed(10, 300)
+	h.ObservePlanned(700) // within the burst
+	feed(30, 100)
+	h.ObservePlanned(900) // after it
+	peak, onset, ok := h.PlannedPeak()
+	if !ok || peak != 700 || !onset.Equal(t0.Add(61*time.Second)) {
+		t.Errorf("planned peak %.0f from %v (%v), want 700 from the onset at 61 s", peak, onset.Sub(t0), ok)
+	}
+	feed(10, 300)
+	if peak, _, _ = h.PlannedPeak(); peak != 300 {
+		t.Errorf("planned peak %.0f after a new onset, want its smoothed peak 300", peak)
+	}
+}
+
 // A swell that takes minutes to its peak (a diurnal, a ramp) is followed
 // by the autoscaler in time: it is no burst to hold warm replicas for.
 func TestSwellIsNotLearnt(t *testing.T) {

@@ -133,6 +133,10 @@ type RateHistory struct {
 	inBurst bool
 	peak    float64
 	peakAt  time.Time
+	// planned is the highest rate the autoscaler planned for since the
+	// last onset (ObservePlanned): a rise's own rate runs ahead of the
+	// smoothed one, which a short burst holds well under its height.
+	planned float64
 	// sorted is rates in order, kept as they come and go: the base
 	// (burst.go) is a quantile of them every tick, and sorting the
 	// window each time was most of a simulation's time under -race.
