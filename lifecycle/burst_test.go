@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -25,28 +26,14 @@ func TestExpectedBurstStartsCapacityAhead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New(inventory(1, 4), nil, Options{Profiles: store})
-			if _, err := c.Deploy(rnSpec(), t0); err != nil {
-				t.Fatal(err)
-			}
-			l := Load{}
 			var due []int // seconds of scale-ups for a due burst
-			for s := 1; s < tt.next; s++ {
-				n := uint64(100)
-				for _, o := range tt.onsets {
-					if s >= o && s < o+15 {
-						n = 400
-					}
-				}
-				now := t0.Add(time.Duration(s) * time.Second)
-				res := tickWith(c, rnKey, &l, n, now)
-				readyAll(c, now)
+			c := runBursts(t, store, tt.onsets, tt.next, func(s int, res Result) {
 				for _, sc := range res.Scaled {
 					if strings.Contains(sc.Reason, "a burst is due") {
 						due = append(due, s)
 					}
 				}
-			}
+			})
 			// Replicas here are ready at once: the lead is the margin alone.
 			ahead := len(due) > 0 && due[0] >= tt.next-int(burstLeadMargin.Seconds())-2
 			if ahead != tt.ahead || len(due) > 0 && !tt.ahead {
@@ -80,23 +67,8 @@ func TestExpectedBurstAfterAYield(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New(inventory(1, 4), nil, Options{Profiles: store})
-			if _, err := c.Deploy(rnSpec(), t0); err != nil {
-				t.Fatal(err)
-			}
-			l := Load{}
 			at := next - 5 // within the burst's lead
-			for s := 1; s < at; s++ {
-				n := uint64(100)
-				for _, o := range onsets {
-					if s >= o && s < o+15 {
-						n = 400
-					}
-				}
-				now := t0.Add(time.Duration(s) * time.Second)
-				tickWith(c, rnKey, &l, n, now)
-				readyAll(c, now)
-			}
+			c := runBursts(t, store, onsets, at, nil)
 			fn := c.functions[rnKey]
 			if tt.yielded > 0 {
 				fn.yieldedAt = t0.Add(time.Duration(tt.yielded) * time.Second)
@@ -121,4 +93,32 @@ func TestExpectedBurstAfterAYield(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runBursts deploys rnSpec and runs it at 100 req/s with 15-s bursts of
+// 400 from each of onsets (seconds), ticking every second before end,
+// with every replica ready at once; seen, where not nil, gets each tick's
+// result.
+func runBursts(t *testing.T, store *profiles.Store, onsets []int, end int, seen func(s int, res Result)) *Core {
+	t.Helper()
+	c := New(inventory(1, 4), nil, Options{Profiles: store})
+	if _, err := c.Deploy(rnSpec(), t0); err != nil {
+		t.Fatal(err)
+	}
+	l := Load{}
+	for s := 1; s < end; s++ {
+		n := uint64(100)
+		for _, o := range onsets {
+			if s >= o && s < o+15 {
+				n = 400
+			}
+		}
+		now := t0.Add(time.Duration(s) * time.Second)
+		res := tickWith(c, rnKey, &l, n, now)
+		readyAll(c, now)
+		if seen != nil {
+			seen(s, res)
+		}
+	}
+	return c
 }
