@@ -176,8 +176,8 @@ type function struct {
 	// it is bursty decides if its warm model caches are kept (keepsCache).
 	burst scheduler.RateHistory
 	// yieldedAt is when consolidation last stopped one of its warm
-	// replicas to free a GPU (yield), and yieldedRate what those it
-	// stopped since the burst before served at its SLO
+	// replicas to free a GPU (yield), and yieldedRate what the ones
+	// stopped since its last burst's onset served at its SLO
 	// (yieldedSinceBurst).
 	yieldedAt   time.Time
 	yieldedRate float64

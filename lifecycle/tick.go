@@ -130,9 +130,10 @@ func (c *Core) expectBurst(fn *function, in *scheduler.AutoscaleInput, now time.
 		// The smoothed peak is short of a short burst's height, and the
 		// warm replicas the last burst left covered the rest until
 		// consolidation stopped them: their capacity is started again,
-		// up to the rate planned within that burst. Raised without a
-		// yield, or by all of it, the rest cost more than they gained
-		// (docs/evaluation.md, "An expected burst after a yield").
+		// up to the rate planned within that burst. Raised to that
+		// rate without a yield, or after any yield, it cost more than
+		// it saved (docs/evaluation.md, "An expected burst after a
+		// yield").
 		planned, _, _ := fn.burst.PlannedPeak()
 		peak = max(peak, min(planned, peak+yielded))
 	}
