@@ -211,11 +211,13 @@ func (c *Core) yield(id string, now time.Time, why string, res *Result) {
 		return
 	}
 	c.cache.CountEviction(false)
-	fn := c.functions[r.fn]
-	yielded := fn.yieldedSinceBurst()
-	if slo := fn.plan.Request.SLO; slo > 0 {
-		yielded += scheduler.QueueCapacity(fn.mixValue(r.config), slo, c.opts.Autoscale.SLOQuantile)
+	fn := c.functions[r.fn] // nil where the replica outlived its function's record
+	if fn != nil {
+		yielded := fn.yieldedSinceBurst()
+		if slo := fn.plan.Request.SLO; slo > 0 {
+			yielded += scheduler.QueueCapacity(fn.mixValue(r.config), slo, c.opts.Autoscale.SLOQuantile)
+		}
+		fn.yieldedAt, fn.yieldedRate = now, yielded
 	}
-	fn.yieldedAt, fn.yieldedRate = now, yielded
 	c.stopWarm(fn, r, now, why, res)
 }

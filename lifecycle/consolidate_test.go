@@ -533,3 +533,35 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 		})
 	}
 }
+
+// A warm replica can outlive its function's record: the Kubernetes
+// resize test once had consolidation yield one (the path there was not
+// traced). It is still stopped to free its GPU, with no function to
+// record the yield on.
+func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
+	c := New(inventory(1, 2), nil, Options{})
+	spec := fn("f", 60, 2, 0, 2)
+	spec.Scale.Zero = true
+	if _, err := c.Deploy(spec, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	c.ReplicaReady("f-1", t0)
+	c.ReplicaReady("f-2", t0)
+	if _, _, err := c.Scale("openfaas-fn", "f", 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	f := c.functions["openfaas-fn/f"]
+	if len(f.warm) != 1 {
+		t.Fatalf("%d warm replicas, want 1", len(f.warm))
+	}
+	id := f.warm[0].id
+	c.unlink(f)
+	var res Result
+	c.yield(id, t0.Add(time.Second), "consolidation: its GPU is freed", &res)
+	if got := kinds(res); len(got) != 1 || !strings.HasPrefix(got[0], string(Stop)) {
+		t.Errorf("effects %q, want the warm replica stopped", got)
+	}
+}
