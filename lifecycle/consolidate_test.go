@@ -534,10 +534,11 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 	}
 }
 
-// A warm replica can outlive its function's record: the Kubernetes
-// resize test once had consolidation yield one (the path there was not
-// traced). It is still stopped to free its GPU, with no function to
-// record the yield on.
+// A warm replica can outlive its function's record: on Kubernetes, the
+// pods of a function just deleted are seen out of routing, and so warm,
+// until they are gone (the resize test's last tick once yielded one).
+// It is still stopped to free its GPU, with no function to record the
+// yield on.
 func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
 	c := New(inventory(1, 2), nil, Options{})
 	spec := fn("f", 60, 2, 0, 2)
