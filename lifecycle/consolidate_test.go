@@ -258,17 +258,7 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(inventory(1, 2), nil, Options{})
-			spec := fn("f", 60, 2, 0, 2)
-			spec.Scale.Zero = true
-			if _, err := c.Deploy(spec, t0); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
-				t.Fatal(err)
-			}
-			c.ReplicaReady("f-1", t0)
-			c.ReplicaReady("f-2", t0)
+			c := twoReady(t)
 			if tc.models {
 				for _, id := range []string{"f-1", "f-2"} {
 					c.cache.Use(id, "m1", 1<<20, t0)
@@ -540,17 +530,7 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 // It is still stopped to free its GPU, with no function to record the
 // yield on.
 func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
-	c := New(inventory(1, 2), nil, Options{})
-	spec := fn("f", 60, 2, 0, 2)
-	spec.Scale.Zero = true
-	if _, err := c.Deploy(spec, t0); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
-		t.Fatal(err)
-	}
-	c.ReplicaReady("f-1", t0)
-	c.ReplicaReady("f-2", t0)
+	c := twoReady(t)
 	if _, _, err := c.Scale("openfaas-fn", "f", 1, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -565,4 +545,23 @@ func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
 	if got := kinds(res); len(got) != 1 || !strings.HasPrefix(got[0], string(Stop)) {
 		t.Errorf("effects %q, want the warm replica stopped", got)
 	}
+}
+
+// twoReady is a core on two GPUs with function f (60 % SM, scale to
+// zero) deployed at t0 and scaled to two replicas, f-1 and f-2, both
+// ready.
+func twoReady(t *testing.T) *Core {
+	t.Helper()
+	c := New(inventory(1, 2), nil, Options{})
+	spec := fn("f", 60, 2, 0, 2)
+	spec.Scale.Zero = true
+	if _, err := c.Deploy(spec, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scale("openfaas-fn", "f", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	c.ReplicaReady("f-1", t0)
+	c.ReplicaReady("f-2", t0)
+	return c
 }
