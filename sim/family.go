@@ -61,6 +61,7 @@ var familyDraws = []familyDraw{
 	// The single letters are spent (h is the held-out suite's): two from here.
 	{"family26", 20261227, "aa"}, // after family25 was the blind check of the hold kept where nothing parks: the blind check of what is tuned next
 	{"family27", 20261228, "ab"}, // after family26 was run once with the expected burst at its planned peak after a yield (not kept) and before the same capped at what was yielded: its blind check
+	{"family28", 20261229, "ac"}, // after family27 was the blind check of the capped expected burst: the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
