@@ -449,3 +449,63 @@ func TestParkedProcessesAreHandedOnlyWhatTheySee(t *testing.T) {
 		})
 	}
 }
+
+// A scale-up that needs more replicas than the function has parked gives
+// the ones that take a parked process the slices that carry the most:
+// they serve after a second and a model load, the rest after a container
+// start. Beside a core that parks nothing, fed the same step, the parked
+// start is the larger slice and the step takes fewer new replicas.
+func TestAParkedProcessCarriesTheRise(t *testing.T) {
+	store := builtinStore(t)
+	stepStarts := func(canPark func(scheduler.Function) bool) []Effect {
+		c := New(inventory(1, 2), nil, Options{Profiles: store, CanPark: canPark})
+		res, err := c.Deploy(parking(rnSpec(), 1), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range effectsOf(res, Park) {
+			c.ParkedReady(id, Sight{All: true}, t0)
+		}
+		var l Load
+		for s := 1; s <= 45; s++ {
+			now := t0.Add(time.Duration(s) * time.Second)
+			n := uint64(50)
+			if s > 40 {
+				n = 600
+			}
+			var starts []Effect
+			for _, e := range tickWith(c, rnKey, &l, n, now).Effects {
+				switch e.Kind {
+				case Park:
+					c.ParkedReady(e.Replica.ID, Sight{All: true}, now)
+				case Start:
+					starts = append(starts, e)
+				}
+			}
+			if s > 40 && len(starts) > 0 {
+				return starts
+			}
+			readyAll(c, now)
+		}
+		t.Fatal("a step from 50 to 600 req/s started nothing")
+		return nil
+	}
+	cold := stepStarts(nil)
+	parked := stepStarts(parkAll)
+	if len(cold) < 2 {
+		t.Fatalf("with nothing parked the step started %d replica(s); the test needs a step of several", len(cold))
+	}
+	if parked[0].Parked == "" {
+		t.Fatalf("the step's first start took no parked process: %+v", parked[0])
+	}
+	most := 0
+	for _, e := range cold {
+		most = max(most, e.Replica.Config.SMPercent)
+	}
+	if got := parked[0].Replica.Config.SMPercent; got <= most {
+		t.Fatalf("the parked start has %d %% SM; the largest of the step's %d cold starts has %d %%", got, len(cold), most)
+	}
+	if len(parked) >= len(cold) {
+		t.Fatalf("the step started %d replicas with one parked, %d with none", len(parked), len(cold))
+	}
+}

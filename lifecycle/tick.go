@@ -221,7 +221,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 	in := scheduler.AutoscaleInput{
 		Now: now, Rate: rate, Rising: rising, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
-		RateError: fn.rate.Error(), Bursty: fn.burst.Bursty(),
+		RateError: fn.rate.Error(), Bursty: fn.burst.Bursty(), Parked: len(fn.parked.ready),
 	}
 	if fn.plan.Autoscaled && !c.opts.Autoscale.NoQueueing {
 		in.SLO = fn.plan.Request.SLO

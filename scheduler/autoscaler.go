@@ -121,6 +121,10 @@ type AutoscaleInput struct {
 	// Bursty: the function's rate now is well below its recent peak
 	// (RateHistory.Bursty).
 	Bursty bool
+	// Parked is how many of the function's parked processes are ready
+	// to be handed a replica: that many adds serve after a second and
+	// their model's load, the rest after a container start (up to 30 s).
+	Parked int
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -263,6 +267,11 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 				d.Replace, d.Add = replaceUnsized(in.Replicas, live, d.Add, demand, room+len(d.Add), floor, menu, best, sz)
 			}
 		}
+		parked := 0
+		if len(d.Replace) == 0 && in.Parked > 0 && len(d.Add) > in.Parked {
+			d.Add = parkedFirst(menu, live, demand, room+len(d.Add), in.Parked, best, sz)
+			parked = min(in.Parked, len(d.Add))
+		}
 		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)
 			if in.SLO > 0 {
@@ -280,6 +289,9 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 			}
 			if len(d.Replace) > 0 {
 				d.Reason += fmt.Sprintf(": replaces %d sized before the load was known", len(d.Replace))
+			}
+			if parked > 0 {
+				d.Reason += fmt.Sprintf(": the first %d, for parked processes, sized to carry the most", parked)
 			}
 		}
 		return d
@@ -561,6 +573,48 @@ func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, 
 		return plus(nil, best, room)
 	}
 	return plan
+}
+
+// parkedFirst is fill for a scale-up that needs more replicas than the
+// function has parked processes ready: the first adds, those that take
+// the parked processes, each get the slice that carries the most of what
+// is left to serve (the cheapest that completes the pool, else the one
+// of most capacity), and fill sizes the rest. Right-sized, a burst of
+// several times the rate is mostly new replicas that wait for a
+// container start, up to 30 s, while the one or two that take a parked
+// process serve after a second and their model's load: the first burst,
+// before any warm replica or expected burst, missed in those seconds.
+// The larger slices cost more than a right-sized pool while they serve:
+// a scale-down takes the least efficient first, and a resize replaces
+// one by a smaller slice once the load falls.
+func parkedFirst(menu, live []SliceConfig, demand float64, room, parked int, best SliceConfig, sz sizer) []SliceConfig {
+	pools := sz.joinsPools(menu)
+	pool := slices.Clone(live)
+	var add []SliceConfig
+	for range min(parked, room) {
+		var pick SliceConfig
+		found, completes := false, false
+		for _, c := range menu {
+			if !pools(c, len(pool)+1) {
+				continue
+			}
+			done := sz.serves(append(pool, c), demand)
+			switch {
+			case !found,
+				done && (!completes || cheaper(c, pick, sz)),
+				!done && !completes && (sz.capOf(c) > sz.capOf(pick)+1e-9 || math.Abs(sz.capOf(c)-sz.capOf(pick)) <= 1e-9 && cheaper(c, pick, sz)):
+				pick, found, completes = c, true, done
+			}
+		}
+		if !found {
+			break
+		}
+		pool, add = append(pool, pick), append(add, pick)
+		if completes {
+			return add
+		}
+	}
+	return append(add, fill(menu, pool, demand, room-len(add), best, sz)...)
 }
 
 // completed is k copies of c added to live, the last one then the

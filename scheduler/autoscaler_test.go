@@ -143,6 +143,32 @@ func TestAutoscale(t *testing.T) {
 				Policy: ScalePolicy{Min: 1, Max: 5, Zero: true, ZeroDuration: time.Minute}, Replicas: replicas(configs[0], configs[1]), Configs: configs},
 			wantRemove: []string{"b"},
 		},
+		// Parked processes: the adds that take them serve first.
+		{
+			name: "a parked process takes the one slice that completes the pool",
+			// demand 120, capacity 40: two 10 % adds, one parked; one 50 % (100) completes it.
+			in:      AutoscaleInput{Now: t0, Rate: 100, Parked: 1, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[2]},
+		},
+		{
+			name:    "a scale-up the parked processes cover is right-sized",
+			in:      AutoscaleInput{Now: t0, Rate: 100, Parked: 2, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[0], configs[0]},
+		},
+		{
+			name: "past what a parked process can carry, the rest is right-sized",
+			// demand 240, capacity 40: the parked one takes 50 % (100, the most),
+			// and the 100 left is three 10 % slices, not five.
+			in:      AutoscaleInput{Now: t0, Rate: 200, Parked: 1, Policy: policy, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[2], configs[0], configs[0], configs[0]},
+		},
+		{
+			name: "max still bounds a parked scale-up",
+			// no pool within max serves 1,200: the parked one takes the most,
+			// the other the most efficient, as fill leaves an overload.
+			in:      AutoscaleInput{Now: t0, Rate: 1000, Parked: 1, Policy: ScalePolicy{Min: 1, Max: 3}, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[2], configs[0]},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
