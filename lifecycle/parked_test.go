@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/profiles"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
@@ -201,18 +202,26 @@ func TestParkedGoneAndAbort(t *testing.T) {
 	}
 }
 
-// A replica's Start takes a parked process when its scale-up is the
-// autoscaler's too, and a standby takes one as it starts.
-func TestAutoscaledStartsTakeParked(t *testing.T) {
-	store := builtinStore(t)
-	c := New(inventory(1, 2), nil, Options{Profiles: store, CanPark: parkAll})
-	res, err := c.Deploy(parking(rnSpec(), 2), t0)
+// deployRNParked deploys rnSpec asking n parked processes on one node of
+// two GPUs, where canPark lets the core park, and reports those it parks
+// ready at once.
+func deployRNParked(t *testing.T, store *profiles.Store, canPark func(scheduler.Function) bool, n int) *Core {
+	t.Helper()
+	c := New(inventory(1, 2), nil, Options{Profiles: store, CanPark: canPark})
+	res, err := c.Deploy(parking(rnSpec(), n), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range effectsOf(res, Park) {
 		c.ParkedReady(id, Sight{All: true}, t0)
 	}
+	return c
+}
+
+// A replica's Start takes a parked process when its scale-up is the
+// autoscaler's too, and a standby takes one as it starts.
+func TestAutoscaledStartsTakeParked(t *testing.T) {
+	c := deployRNParked(t, builtinStore(t), parkAll, 2)
 	var l Load
 	took := 0
 	for s := 1; s <= 10; s++ {
@@ -458,14 +467,7 @@ func TestParkedProcessesAreHandedOnlyWhatTheySee(t *testing.T) {
 func TestAParkedProcessCarriesTheRise(t *testing.T) {
 	store := builtinStore(t)
 	stepStarts := func(canPark func(scheduler.Function) bool) []Effect {
-		c := New(inventory(1, 2), nil, Options{Profiles: store, CanPark: canPark})
-		res, err := c.Deploy(parking(rnSpec(), 1), t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range effectsOf(res, Park) {
-			c.ParkedReady(id, Sight{All: true}, t0)
-		}
+		c := deployRNParked(t, store, canPark, 1)
 		var l Load
 		for s := 1; s <= 45; s++ {
 			now := t0.Add(time.Duration(s) * time.Second)
