@@ -257,10 +257,13 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		}
 		d.Add = fill(menu, live, demand, room, best, sz)
 		room -= len(d.Add)
-		for n+len(d.Promote)+len(d.Add) < floor && room > 0 {
-			d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
-			room--
+		toFloor := func() {
+			for n+len(d.Promote)+len(d.Add) < floor && room > 0 {
+				d.Add = append(d.Add, smallestCovering(menu, 0, best, capOf, cost))
+				room--
+			}
 		}
+		toFloor()
 		if len(d.Add) > 0 && n >= floor {
 			d.Tentative = sz.serves(live[:n], firmRate(in)*opts.Headroom+drain)
 			if !d.Tentative {
@@ -269,8 +272,11 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		}
 		parked := 0
 		if len(d.Replace) == 0 && in.Parked > 0 && len(d.Add) > in.Parked {
-			d.Add = parkedFirst(menu, live, demand, room+len(d.Add), in.Parked, best, sz)
+			room += len(d.Add)
+			d.Add = parkedFirst(menu, live, demand, room, in.Parked, best, sz)
+			room -= len(d.Add)
 			parked = min(in.Parked, len(d.Add))
+			toFloor() // fewer, larger adds may leave the pool below its minimum
 		}
 		if len(d.Promote)+len(d.Add) > 0 {
 			d.Reason = fmt.Sprintf("rate %.1f req/s x %.2f headroom", rate, opts.Headroom)

@@ -163,6 +163,12 @@ func TestAutoscale(t *testing.T) {
 			wantAdd: []SliceConfig{configs[2], configs[0], configs[0], configs[0]},
 		},
 		{
+			name: "min still holds after a parked scale-up",
+			// the 50 % one completes the pool, one replica short of the minimum of 3.
+			in:      AutoscaleInput{Now: t0, Rate: 100, Parked: 1, Policy: ScalePolicy{Min: 3, Max: 10}, Replicas: replicas(configs[0]), Configs: configs},
+			wantAdd: []SliceConfig{configs[2], configs[0]},
+		},
+		{
 			name: "max still bounds a parked scale-up",
 			// no pool within max serves 1,200: the parked one takes the most,
 			// the other the most efficient, as fill leaves an overload.
