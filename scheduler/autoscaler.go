@@ -123,7 +123,8 @@ type AutoscaleInput struct {
 	Bursty bool
 	// Parked is how many of the function's parked processes are ready
 	// to be handed a replica: that many adds serve after a second and
-	// their model's load, the rest after a container start (up to 30 s).
+	// their model's load, the rest after a container start (3-30 s in
+	// the simulated workloads, more for a large image).
 	Parked int
 }
 
@@ -587,9 +588,10 @@ func fill(menu, live []SliceConfig, demand float64, room int, best SliceConfig, 
 // is left to serve (the cheapest that completes the pool, else the one
 // of most capacity), and fill sizes the rest. Right-sized, a burst of
 // several times the rate is mostly new replicas that wait for a
-// container start, up to 30 s, while the one or two that take a parked
-// process serve after a second and their model's load: the first burst,
-// before any warm replica or expected burst, missed in those seconds.
+// container start (3-30 s where simulated), while the one or two that
+// take a parked process serve after a second and their model's load:
+// the first burst, before any warm replica or expected burst, missed in
+// those seconds.
 // The larger slices cost more than a right-sized pool while they serve:
 // a scale-down takes the least efficient first, and a resize replaces
 // one by a smaller slice once the load falls.
