@@ -62,7 +62,7 @@ var familyDraws = []familyDraw{
 	{"family26", 20261227, "aa"}, // after family25 was the blind check of the hold kept where nothing parks: the blind check of what is tuned next
 	{"family27", 20261228, "ab"}, // after family26 was run once with the expected burst at its planned peak after a yield (not kept) and before the same capped at what was yielded: its blind check
 	{"family28", 20261229, "ac"}, // after family27 was the blind check of the capped expected burst: the blind check of what is tuned next
-	{"family29", 20261230, "ad"}, // after family28 was the blind check of the adds on parked processes: drawn for a parked process that bridges the start, which the seen runs ruled out before any run of this draw, so it is the blind check of what is tuned next
+	{"family29", 20261230, "ad"}, // after family28 was the blind check of the adds on parked processes: drawn for a parked process that bridges the start (ruled out on the seen runs before any run of this draw), then first run as the blind check of bridges for unplanned rises only (not kept)
 	{"family30", 20261231, "ae"}, // after family29 was the blind check of bridges for unplanned rises only (not kept): the blind check of what is tuned next
 }
 
