@@ -51,7 +51,9 @@ type Spec struct {
 	Seed                    uint64
 
 	// Functions' settings. SLOFactor sets each SLO to that multiple of its
-	// model's batch-1 latency on a whole GPU; SLO, if set, wins.
+	// model's batch-1 latency on a whole GPU (a multi-model function's
+	// slowest model's, so that every model it serves can meet it); SLO,
+	// if set, wins.
 	SLO         time.Duration
 	SLOFactor   float64
 	SMPercent   int
@@ -224,6 +226,13 @@ func (s *Spec) Workload(cat *Catalog, product string) (*Workload, error) {
 		f, err := fn("zoo", models[0])
 		if err != nil {
 			return nil, err
+		}
+		for _, m := range models[1:] {
+			slo, err := s.sloFor(cat, product, m)
+			if err != nil {
+				return nil, err
+			}
+			f.SLO = max(f.SLO, slo)
 		}
 		if len(models) > 1 {
 			f.Models = models
@@ -451,7 +460,7 @@ func RegisterSpecFlags(fs *flag.FlagSet) *SpecFlags {
 		s.SLO = v
 		return nil
 	})
-	f.float("slo-factor", 0, "SLO of each function: this multiple of its model's batch-1 latency on a whole GPU", func(s *Spec, v float64) error {
+	f.float("slo-factor", 0, "SLO of each function: this multiple of its model's batch-1 latency on a whole GPU (with -multi-model, its slowest model's)", func(s *Spec, v float64) error {
 		s.SLOFactor = v
 		return nil
 	})

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,5 +246,37 @@ func TestSpecTraceLength(t *testing.T) {
 	}
 	if w.Duration != 101*time.Second || len(w.Arrivals) != 2 {
 		t.Fatalf("duration %s with %d requests, want 1m41s with 2", w.Duration, len(w.Arrivals))
+	}
+}
+
+// A multi-model function's SLO factor is of its slowest model's latency:
+// of its first, a slower model could never meet it (h16's SLO was set by
+// hand for that reason).
+func TestSpecMultiModelSLOFactorIsOfTheSlowestModel(t *testing.T) {
+	cat, err := BuiltinCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const product = "Tesla V100-SXM2-16GB"
+	models := []string{"alexnet", "vgg19_bn", "resnet18"}
+	want := time.Duration(0)
+	for _, m := range models {
+		info, err := cat.model(m, product)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = max(want, time.Duration(math.Ceil(3*float64(info.fullLat)/float64(time.Millisecond)))*time.Millisecond)
+	}
+	s := Spec{Name: "z", Models: models, MultiModel: true, SLOFactor: 3, Rate: 10, Duration: time.Second, Seed: 1}
+	w, err := s.Workload(cat, product)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := cat.model("alexnet", product)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Functions[0].SLO; got != want || got <= 3*first.fullLat {
+		t.Errorf("SLO %v, want %v (x3 the slowest model's batch-1 latency; x3 alexnet's is %v)", got, want, 3*first.fullLat)
 	}
 }
