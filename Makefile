@@ -59,11 +59,11 @@ bench:
 # column (with BENCH_OUT=DIR, so the published files stay), ARGS="-contention
 # FILE" a measured table. Later flags win, so ARGS overrides a run's own.
 BENCH_OUT ?= docs/evaluation
-# FAMILY_SUITES are sim/family.go's draws (familyDraws), in the order
-# they were made, as the built simulator lists them (a shell command the
-# recipe runs once the binary is built; FAMILY_SUITES="family3 family9"
-# runs only those).
-FAMILY_SUITES ?= $$(./$(BIN) simulate -list-suites | grep '^family')
+# DRAWN_SUITES are sim/family.go's and sim/zoo.go's draws (familyDraws,
+# then zooDraws), in the order they were made, as the built simulator
+# lists them (a shell command the recipe runs once the binary is built;
+# DRAWN_SUITES="family3 zoo" runs only those).
+DRAWN_SUITES ?= $$(./$(BIN) simulate -list-suites | grep -v '^heldout$$')
 bench-sim: build
 	./$(BIN) simulate -quiet -scenario consolidation -out $(BENCH_OUT) $(ARGS)
 	./$(BIN) simulate -quiet -scenario throughput -out $(BENCH_OUT) $(ARGS)
@@ -99,9 +99,9 @@ bench-sim: build
 	@# Without standbys (docs/evaluation.md, "Standbys"): the suite and the cost run.
 	./$(BIN) simulate -quiet -suite heldout -no-standby -parked 0 -policies faas-gpu -out $(BENCH_OUT)/no-standby $(ARGS)
 	./$(BIN) simulate -quiet -scenario cost -no-standby -parked 0 -policies faas-gpu $(ARGS)
-	@# The family suites: workloads drawn at random over the held-out family,
-	@# not tuned on (family2 to family30 not even looked at before their first runs).
-	for s in $(FAMILY_SUITES); do \
+	@# The family and zoo suites: workloads drawn at random over the held-out family,
+	@# not tuned on (family2 to family30 and zoo not even looked at before their first runs).
+	for s in $(DRAWN_SUITES); do \
 		./$(BIN) simulate -quiet -suite $$s -out $(BENCH_OUT) $(ARGS) || exit 1; \
 	done
 	@# The same suite on arrivals drawn from other seeds: a change that helps
@@ -111,11 +111,11 @@ bench-sim: build
 	@# Nothing parked (com.openfaas.gpu.parked: "0" on every function; docs/evaluation.md,
 	@# "Parked processes by default"): what the default was until it parked, and what the
 	@# Kubernetes backend, which cannot park, would do. The held-out suite, its other
-	@# seeds and the family suites.
+	@# seeds and the drawn suites.
 	./$(BIN) simulate -quiet -suite heldout -policies faas-gpu -parked 0 -out $(BENCH_OUT)/parked-none $(ARGS)
 	for s in 13 14 15 16; do \
 		./$(BIN) simulate -quiet -suite heldout -policies faas-gpu -parked 0 -seed $$s -out $(BENCH_OUT)/parked-none/seed$$s $(ARGS) || exit 1; done
-	for s in $(FAMILY_SUITES); do \
+	for s in $(DRAWN_SUITES); do \
 		./$(BIN) simulate -quiet -suite $$s -policies faas-gpu -parked 0 -out $(BENCH_OUT)/parked-none $(ARGS) || exit 1; \
 	done
 

@@ -126,39 +126,48 @@ func family(seed uint64, prefix string) ([]scenario, error) {
 		s := Spec{Name: name, Models: models, Zipf: zipf, Poisson: true, Seed: 12, SLOFactor: sloFactor,
 			Max: 200, GPUs: 64, PerNode: 8, Duration: 10 * time.Minute, Rate: rate,
 			Options: Options{Warmup: suiteWarmup, ContainerStart: cold}}
-		var arrivals string
-		switch i % 5 { // each shape as often: twenty draws left bursts out
-		case 0:
-			arrivals = fmt.Sprintf("steady %.0f req/s", rate)
-		case 1:
-			k := 2 + rng.IntN(3)
-			rates := make([]float64, k)
-			for j := range rates {
-				rates[j] = math.Round(rate * uniform(0.5, 1.5))
-			}
-			hold := time.Duration(uniform(60, 180)) * time.Second
-			s.Ramp = steps(suiteWarmup+hold, hold, rates...)
-			arrivals = fmt.Sprintf("steps %v req/s every %v", rates, hold)
-		case 2:
-			s.BurstRate = math.Round(rate * uniform(1, 4))
-			s.BurstEvery = time.Duration(uniform(60, 180)) * time.Second
-			s.BurstLength = time.Duration(uniform(10, 30)) * time.Second
-			arrivals = fmt.Sprintf("%.0f req/s with %v bursts of +%.0f every %v", rate, s.BurstLength, s.BurstRate, s.BurstEvery)
-		case 3:
-			low, high := math.Round(rate*uniform(0.1, 0.4)), math.Round(rate*uniform(1.5, 2.5))
-			s.Ramp = diurnal(s.Duration, low, high, 30*time.Second)
-			arrivals = fmt.Sprintf("diurnal %.0f -> %.0f -> %.0f req/s", low, high, low)
-		default:
-			shortest := time.Duration(uniform(5, 20)) * time.Second
-			longest := shortest + time.Duration(uniform(10, 60))*time.Second
-			s.Ramp = onOff(s.Duration, rate, shortest, longest, uint64(i+1))
-			arrivals = fmt.Sprintf("on/off %.0f req/s, periods %v-%v", rate, shortest, longest)
-		}
+		arrivals := drawArrivals(rng, i, rate, &s)
 		about := fmt.Sprintf("%d %s models (%s), Zipf %.1f, x%.2f load: %s, SLO x%.1f, cold %v",
 			n, mix.name, distinctNote(models), zipf, load, arrivals, sloFactor, cold)
 		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
 	}
 	return out, nil
+}
+
+// drawArrivals draws the arrivals' shape of draw i at rate into s, each
+// shape as often (i mod 5 picks it: twenty draws at random left bursts
+// out), and says what it drew.
+func drawArrivals(rng *rand.Rand, i int, rate float64, s *Spec) string {
+	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+	var arrivals string
+	switch i % 5 {
+	case 0:
+		arrivals = fmt.Sprintf("steady %.0f req/s", rate)
+	case 1:
+		k := 2 + rng.IntN(3)
+		rates := make([]float64, k)
+		for j := range rates {
+			rates[j] = math.Round(rate * uniform(0.5, 1.5))
+		}
+		hold := time.Duration(uniform(60, 180)) * time.Second
+		s.Ramp = steps(suiteWarmup+hold, hold, rates...)
+		arrivals = fmt.Sprintf("steps %v req/s every %v", rates, hold)
+	case 2:
+		s.BurstRate = math.Round(rate * uniform(1, 4))
+		s.BurstEvery = time.Duration(uniform(60, 180)) * time.Second
+		s.BurstLength = time.Duration(uniform(10, 30)) * time.Second
+		arrivals = fmt.Sprintf("%.0f req/s with %v bursts of +%.0f every %v", rate, s.BurstLength, s.BurstRate, s.BurstEvery)
+	case 3:
+		low, high := math.Round(rate*uniform(0.1, 0.4)), math.Round(rate*uniform(1.5, 2.5))
+		s.Ramp = diurnal(s.Duration, low, high, 30*time.Second)
+		arrivals = fmt.Sprintf("diurnal %.0f -> %.0f -> %.0f req/s", low, high, low)
+	default:
+		shortest := time.Duration(uniform(5, 20)) * time.Second
+		longest := shortest + time.Duration(uniform(10, 60))*time.Second
+		s.Ramp = onOff(s.Duration, rate, shortest, longest, uint64(i+1))
+		arrivals = fmt.Sprintf("on/off %.0f req/s, periods %v-%v", rate, shortest, longest)
+	}
+	return arrivals
 }
 
 // distinctNote says how many distinct models a drawn mix names.

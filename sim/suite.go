@@ -169,6 +169,9 @@ func Suites() []string {
 	for _, d := range familyDraws {
 		out = append(out, d.suite)
 	}
+	for _, d := range zooDraws {
+		out = append(out, d.suite)
+	}
 	return out
 }
 
@@ -190,17 +193,21 @@ func SuiteWorkloads(suite string) ([][2]string, error) {
 func lookupSuite(sel string) ([]scenario, error) {
 	name, prefix, _ := strings.Cut(sel, "/")
 	var all []scenario
-	i := slices.IndexFunc(familyDraws, func(d familyDraw) bool { return d.suite == name })
+	named := func(d familyDraw) bool { return d.suite == name }
+	i, z := slices.IndexFunc(familyDraws, named), slices.IndexFunc(zooDraws, named)
+	var err error
 	switch {
 	case name == "heldout":
 		all = heldOut()
 	case i >= 0:
-		var err error
-		if all, err = family(familyDraws[i].seed, familyDraws[i].prefix); err != nil {
-			return nil, err
-		}
+		all, err = family(familyDraws[i].seed, familyDraws[i].prefix)
+	case z >= 0:
+		all, err = zoo(zooDraws[z].seed, zooDraws[z].prefix)
 	default:
 		return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(Suites(), ", "))
+	}
+	if err != nil {
+		return nil, err
 	}
 	var out []scenario
 	for _, s := range all {

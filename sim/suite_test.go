@@ -136,27 +136,44 @@ func TestFamilySuiteIsAFixedDrawOverTheFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	seeds, prefixes := map[uint64]bool{}, map[string]bool{"h": true}
-	for _, draw := range familyDraws {
-		if seeds[draw.seed] || prefixes[draw.prefix] {
-			t.Errorf("%s: seed %d or prefix %q used by another draw", draw.suite, draw.seed, draw.prefix)
+	draws := []struct {
+		list       []familyDraw
+		draw       func(uint64, string) ([]scenario, error)
+		count      int
+		models     [2]int
+		multiModel bool
+	}{
+		{familyDraws, family, familyCount, [2]int{5, 60}, false},
+		{zooDraws, zoo, zooCount, [2]int{3, zooMaxModels}, true},
+	}
+	for _, d := range draws {
+		for _, draw := range d.list {
+			if seeds[draw.seed] || prefixes[draw.prefix] {
+				t.Errorf("%s: seed %d or prefix %q used by another draw", draw.suite, draw.seed, draw.prefix)
+			}
+			seeds[draw.seed], prefixes[draw.prefix] = true, true
+			t.Run(draw.suite, func(t *testing.T) {
+				checkDraw(t, cat, d.draw, draw.seed, draw.prefix, d.count, d.models, d.multiModel)
+			})
 		}
-		seeds[draw.seed], prefixes[draw.prefix] = true, true
-		checkFamilyDraw(t, cat, draw.seed, draw.prefix)
 	}
 }
 
-func checkFamilyDraw(t *testing.T, cat *Catalog, seed uint64, prefix string) {
+// checkDraw checks one draw: fixed, count valid workloads within the
+// family's ranges, each naming models[0] to models[1] models, served by
+// one function each or (multiModel) all by one.
+func checkDraw(t *testing.T, cat *Catalog, draw func(uint64, string) ([]scenario, error), seed uint64, prefix string, count int, models [2]int, multiModel bool) {
 	t.Helper()
-	a, err := family(seed, prefix)
+	a, err := draw(seed, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := family(seed, prefix)
+	b, err := draw(seed, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != familyCount {
-		t.Fatalf("%d workloads, want %d", len(a), familyCount)
+	if len(a) != count {
+		t.Fatalf("%d workloads, want %d", len(a), count)
 	}
 	names := map[string]bool{}
 	for i, sc := range a {
@@ -175,12 +192,16 @@ func checkFamilyDraw(t *testing.T, cat *Catalog, seed uint64, prefix string) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
-		if _, err := s.Workload(cat, inv.Devices()[0].Product); err != nil {
-			t.Errorf("%s: %v", s.Name, err)
+		wl, err := s.Workload(cat, inv.Devices()[0].Product)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
 		}
 		n := len(s.Models)
+		if s.MultiModel != multiModel || multiModel && (len(wl.Functions) != 1 || len(wl.Functions[0].Models) != n) {
+			t.Errorf("%s: multi-model %v with %d functions, want multi-model %v serving all %d models", s.Name, s.MultiModel, len(wl.Functions), multiModel, n)
+		}
 		cold := s.Options.ContainerStart
-		if n < 5 || n > 60 || s.Zipf < 0 || s.Zipf > 1.5 || s.SLOFactor < 2 || s.SLOFactor > 10 || cold < 3*time.Second || cold > 30*time.Second {
+		if n < models[0] || n > models[1] || s.Zipf < 0 || s.Zipf > 1.5 || s.SLOFactor < 2 || s.SLOFactor > 10 || cold < 3*time.Second || cold > 30*time.Second {
 			t.Errorf("%s: outside the family: %d models, Zipf %.1f, SLO x%.1f, cold %v", s.Name, n, s.Zipf, s.SLOFactor, cold)
 		}
 		t.Logf("%s: %s", sc.name, sc.about)

@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/faas-gpu/faas-gpu/profiles"
+)
+
+// The zoo suites: the family suites' other half. A family draw deploys
+// one function per model; a multi-model function (one function serving
+// many models, X-Model) has its own rules in the lifecycle (its capacity
+// follows the mix its requests name, its warm replicas are a cache of
+// models), and until these draws only the held-out suite's h16 and h19
+// and the locality run measured them: two workloads, looked at through
+// months of tuning. A zoo draw is made as a family draw is: from one
+// fixed seed, committed before its first run, never redrawn, and not to
+// be tuned on.
+//
+// Each draws, independently: how many models the one function serves (3
+// to 20, h19 serves 8 and h16 20), named at random without repeats among
+// the light, the heavy or all 69; the popularity skew among them (Zipf 0
+// to 1.5); the load level (x0.5 to x2 of the family's base per model);
+// the SLO factor (2 to 10) of its slowest model's batch-1 latency, so
+// that every model can meet it; the replicas' memory (8 or 16 GiB, h19's
+// and h16's, so that several models stay resident in one); the arrivals'
+// shape as the family draws it; and the cold start (3 to 30 s).
+
+// zooDraws are the zoo draws, in the order they were made; each is fixed
+// once, like familyDraws.
+var zooDraws = []familyDraw{
+	{"zoo", 20270201, "za"}, // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
+}
+
+// zooCount is how many workloads a zoo draw holds.
+const zooCount = 20
+
+// zooMaxModels is the most models a zoo function serves.
+const zooMaxModels = 20
+
+// zoo draws a zoo suite from seed, its workloads named prefix01,
+// prefix02...
+func zoo(seed uint64, prefix string) ([]scenario, error) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+	logUniform := func(lo, hi float64) float64 { return math.Exp(uniform(math.Log(lo), math.Log(hi))) }
+	bySize, err := ResolveModels([]string{fmt.Sprintf("smallest:%d", len(profiles.TorchvisionModels()))})
+	if err != nil {
+		return nil, fmt.Errorf("zoo suite: %w", err)
+	}
+	out := make([]scenario, 0, zooCount)
+	for i := range zooCount {
+		mix := familyMixes[rng.IntN(len(familyMixes))]
+		pool := slices.Clone(bySize[:mix.pool])
+		if mix.largest {
+			pool = slices.Clone(bySize[len(bySize)-mix.pool:])
+		}
+		n := int(math.Round(logUniform(3, zooMaxModels)))
+		rng.Shuffle(len(pool), func(a, b int) { pool[a], pool[b] = pool[b], pool[a] })
+		models := pool[:n] // distinct: one function serves each once
+		zipf := math.Round(uniform(0, 1.5)*10) / 10
+		load := math.Round(logUniform(0.5, 2)*100) / 100
+		sloFactor := math.Round(logUniform(2, 10)*10) / 10
+		memory := int64(8) << (30 + rng.IntN(2)) // 8 or 16 GiB
+		cold := time.Duration(uniform(3, 30)) * time.Second
+		rate := math.Round(float64(n) * mix.perRPS * load)
+		name := fmt.Sprintf("%s%02d-%s%d", prefix, i+1, mix.name, n)
+		s := Spec{Name: name, Models: models, MultiModel: true, Zipf: zipf, Poisson: true, Seed: 12, SLOFactor: sloFactor,
+			MemoryBytes: memory, Max: 200, GPUs: 64, PerNode: 8, Duration: 10 * time.Minute, Rate: rate,
+			Options: Options{Warmup: suiteWarmup, ContainerStart: cold}}
+		arrivals := drawArrivals(rng, i, rate, &s)
+		about := fmt.Sprintf("one function serving %d %s models (X-Model), Zipf %.1f, x%.2f load: %s, SLO x%.1f of its slowest model, %d GiB replicas, cold %v",
+			n, mix.name, zipf, load, arrivals, sloFactor, memory>>30, cold)
+		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
+	}
+	return out, nil
+}
