@@ -32,7 +32,8 @@ import (
 // zooDraws are the zoo draws, in the order they were made; each is fixed
 // once, like familyDraws.
 var zooDraws = []familyDraw{
-	{"zoo", 20270201, "za"}, // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
+	{"zoo", 20270201, "za"},  // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
+	{"zoo2", 20270202, "zb"}, // after zoo's first run (main and the lost hold, which was not kept) and before any fix of what it showed: the blind check of that fix
 }
 
 // zooCount is how many workloads a zoo draw holds.
