@@ -66,3 +66,78 @@ func TestMultiModelCapacityFollowsTheMix(t *testing.T) {
 		})
 	}
 }
+
+// A multi-model function whose replicas' memory holds its models only
+// two at a time is not scaled down below two in service, where a light
+// mix that one replica holds is: below it, the replica left would load
+// the removed one's models while their requests wait.
+func TestMultiModelScaleDownKeepsItsModelsResident(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 7.6 GiB of models against 6.6 GiB of room in an 8 GiB replica.
+	heavy := []string{"regnet_y_128gf", "convnext_large", "vgg19_bn", "vgg16_bn", "regnet_y_32gf"}
+	tests := []struct {
+		name      string
+		models    []string
+		wantFloor bool // the mix needs more than one replica's memory
+	}{
+		{"heavy models fill more than one replica", heavy, true},
+		{"light models fit in one", []string{"alexnet", "resnet18", "mobilenet_v2"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(inventory(2, 8), nil, Options{Profiles: store})
+			spec := scheduler.Function{
+				Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
+				GPU:        gpu.Request{Model: tt.models[0], SLO: 5 * time.Second, MemoryBytes: 8 << 30},
+				Scale:      scheduler.ScalePolicy{Min: 1, Max: 16, ZeroDuration: time.Hour},
+			}
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			key := Key("openfaas-fn", "zoo")
+			l := Load{Models: map[string]uint64{}}
+			peak, last := 0, 0
+			for s := 1; s <= 300; s++ {
+				now := t0.Add(time.Duration(s) * time.Second)
+				rate := uint64(600) // busy for a minute, then a trickle
+				if s > 60 {
+					rate = 3
+				}
+				l.Requests += rate
+				for _, m := range tt.models {
+					l.Models[m] += rate / uint64(len(tt.models))
+				}
+				l.LastRequest = now
+				c.ObserveLoad(key, l)
+				res := c.Tick(now)
+				for _, ef := range res.Effects {
+					if ef.Kind == Start {
+						c.ReplicaReady(ef.Replica.ID, now)
+					}
+				}
+				v, _ := c.Function(key)
+				last = len(v.Live)
+				peak = max(peak, last)
+			}
+			room := int64(8<<30) - c.functions[key].plan.Profile.MemoryBytes + c.functions[key].plan.Profile.ModelSizeBytes
+			var shares []scheduler.ModelShare
+			for _, m := range tt.models {
+				p, _, _ := store.Lookup(m, c.functions[key].plan.Profile.GPU)
+				shares = append(shares, scheduler.ModelShare{Profile: p, Share: 1})
+			}
+			floor := scheduler.CacheFloor(shares, room, 0)
+			if (floor > 1) != tt.wantFloor {
+				t.Fatalf("the mix needs %d replicas' memory; the case wants more than one: %v", floor, tt.wantFloor)
+			}
+			if peak < 2 {
+				t.Fatalf("peaked at %d replicas in service: the busy minute should need more than one", peak)
+			}
+			if want := max(floor, 1); last != want {
+				t.Errorf("%d replicas in service after the trickle, want %d (peak %d)", last, want, peak)
+			}
+		})
+	}
+}

@@ -234,6 +234,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 			in.Configs = menu
 			f := scheduler.MixDemand(fn.mix.mix.LoadPerRequest, menu)
 			in.Rate, in.Rising, in.RateError = in.Rate*f, in.Rising*f, in.RateError*f
+			in.CacheFloor = scheduler.CacheFloor(fn.mix.mix.Models, fn.modelRoom(), c.opts.Autoscale.SLOQuantile)
 		}
 		if in.SLO > 0 {
 			// What the measured misses say the model leaves out.

@@ -126,6 +126,10 @@ type AutoscaleInput struct {
 	// their model's load, the rest after a container start (3-30 s in
 	// the simulated workloads, more for a large image).
 	Parked int
+	// CacheFloor is the fewest replicas in service whose memory holds the
+	// models a multi-model function's requests name (CacheFloor): a
+	// scale-down leaves at least that many. 0: none.
+	CacheFloor int
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -317,7 +321,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		d := Decision{}
 		left := n
 		for _, r := range byEff {
-			if left <= floor {
+			if left <= max(floor, in.CacheFloor) {
 				break
 			}
 			if rest := without(live, r.Config); sz.serves(rest, demand+downMargin(in)*opts.Headroom) {

@@ -64,6 +64,24 @@ func TestAutoscale(t *testing.T) {
 			wantRemove: []string{"c", "b"},
 		},
 		{
+			name: "a multi-model function keeps the replicas that hold its models",
+			// As above, but two replicas' memory holds the models: only c goes.
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: policy, CacheFloor: 2,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+			wantRemove: []string{"c"},
+		},
+		{
+			name: "a cache floor at the replicas in service removes none",
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: policy, CacheFloor: 3,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+		},
+		{
+			name: "a cache floor does not hold replicas above a lowered max",
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: ScalePolicy{Min: 1, Max: 1}, CacheFloor: 3,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+			wantRemove: []string{"c", "b"},
+		},
+		{
 			name: "no scale-down during the cool-down",
 			in: AutoscaleInput{Now: t0.Add(10 * time.Second), LastScaleUp: t0, Rate: 30, Policy: policy,
 				Replicas: replicas(configs[0], configs[2]), Configs: configs},

@@ -65,6 +65,47 @@ func MixLoad(models []ModelShare, loads, requests float64) float64 {
 	return min(loads/requests, 1) * mean / total
 }
 
+// CacheFloor is how many replicas, each with room bytes for models (its
+// memory less its process's own), hold the models that carry quantile of
+// a multi-model function's requests, the most requested first: a lower
+// bound (the sizes' sum over room), since a model is not split. Below it
+// a scale-down sends the removed replica's models to the replicas left,
+// which load each one while the requests for it wait, and then load back
+// what that evicted (the zoo suite's za12, docs/evaluation.md: each step
+// from two replicas to one missed most of a second's requests, and was
+// undone within the second). 0 where room is not known.
+func CacheFloor(models []ModelShare, room int64, quantile float64) int {
+	if room <= 0 {
+		return 0
+	}
+	if quantile <= 0 || quantile >= 1 {
+		quantile = DefaultSLOQuantile
+	}
+	byShare := make([]ModelShare, 0, len(models))
+	total := 0.0
+	for _, m := range models {
+		if m.Share > 0 && m.Profile != nil {
+			byShare = append(byShare, m)
+			total += m.Share
+		}
+	}
+	sort.SliceStable(byShare, func(i, j int) bool { return byShare[i].Share > byShare[j].Share })
+	var bytes int64
+	covered := 0.0
+	for _, m := range byShare {
+		if covered >= quantile*total {
+			break
+		}
+		covered += m.Share
+		size := m.Profile.ModelSizeBytes
+		if size <= 0 {
+			size = m.Profile.MemoryBytes
+		}
+		bytes += min(size, room)
+	}
+	return int((bytes + room - 1) / room)
+}
+
 // MixSlice is a slice of sm % and batch b serving mix. A replica handed b
 // requests of the mix computes one batch per model among them (a batch is
 // of one model), so b requests cost, on average, over the models m of

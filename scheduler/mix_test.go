@@ -118,3 +118,37 @@ func TestMixLoad(t *testing.T) {
 		})
 	}
 }
+
+func TestCacheFloor(t *testing.T) {
+	const gib = int64(1) << 30
+	model := func(size int64) *profiles.Profile {
+		return &profiles.Profile{Model: "m", ModelSizeBytes: size, MemoryBytes: size + gib}
+	}
+	big, small := model(3*gib), model(gib)
+	tests := []struct {
+		name     string
+		models   []ModelShare
+		room     int64
+		quantile float64
+		want     int
+	}{
+		{"room unknown: no floor", []ModelShare{{big, 1}}, 0, 0.99, 0},
+		{"no models seen", nil, 8 * gib, 0.99, 0},
+		{"all fit in one", []ModelShare{{big, 1}, {small, 1}}, 8 * gib, 0.99, 1},
+		{"three large need two", []ModelShare{{big, 1}, {big, 1}, {big, 1}}, 8 * gib, 0.99, 2},
+		// The rarest model carries 1 % of the requests: at p99 it loads
+		// on demand; at p99.9 it must be held too.
+		{"a model past the quantile is not held", []ModelShare{{big, 49.5}, {big, 49.5}, {big, 1}}, 6 * gib, 0.99, 1},
+		{"a higher quantile holds it", []ModelShare{{big, 49.5}, {big, 49.5}, {big, 1}}, 6 * gib, 0.999, 2},
+		{"the default quantile outside (0, 1)", []ModelShare{{big, 49.5}, {big, 49.5}, {big, 1}}, 6 * gib, 0, 1},
+		{"a model larger than the room counts as one replica", []ModelShare{{model(10 * gib), 1}}, 8 * gib, 0.99, 1},
+		{"no model size: its memory", []ModelShare{{&profiles.Profile{Model: "m", MemoryBytes: 5 * gib}, 1}, {small, 1}}, 5 * gib, 0.99, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CacheFloor(tt.models, tt.room, tt.quantile); got != tt.want {
+				t.Errorf("CacheFloor = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
