@@ -55,13 +55,13 @@ func newSimulateFlags(stderr io.Writer) *simulateFlags {
 	}
 	f.spec = sim.RegisterSpecFlags(fs)
 	fs.StringVar(&f.profilesCSV, "profiles-csv", "", "measured latency table (default: ../shared/data/"+sim.TableName+" beside the repository; else the built-in quota-100 profiles)")
-	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout or a family draw (-list-suites names them; docs/evaluation.md), or SUITE/PREFIX for some of it (with -out, each such workload's series and plots too); flags other than the workload's apply to each")
+	fs.StringVar(&f.suite, "suite", "", "run a workload suite instead of one run: heldout, a family draw or a zoo draw (-list-suites names them; docs/evaluation.md), or SUITE/PREFIX for some of it (with -out, each such workload's series and plots too); flags other than the workload's apply to each")
 	fs.StringVar(&f.out, "out", "", "folder for CSV files and SVG plots, named <name>-*")
 	fs.StringVar(&f.writeTrace, "write-trace", "", "also write the workload as a trace file")
 	fs.IntVar(&f.parallel, "parallel", 0, "policies simulated at once (0: one per CPU)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&f.perFunction, "per-function", false, "also print each function's latency and SLO violations")
-	fs.BoolVar(&f.listSuites, "list-suites", false, "print the suites' names, one a line, and run nothing (make bench-sim runs the family draws from it)")
+	fs.BoolVar(&f.listSuites, "list-suites", false, "print the suites' names, one a line, and run nothing (make bench-sim runs the family and zoo draws from it)")
 	return f
 }
 

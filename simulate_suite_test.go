@@ -35,16 +35,16 @@ func TestSimulateSuiteRejectsBadInput(t *testing.T) {
 	}
 }
 
-// -list-suites prints every suite, the held-out suite and each family
-// draw, one a line: make bench-sim takes the family draws from it.
+// -list-suites prints every suite, the held-out suite, each family draw
+// and each zoo draw, one a line: make bench-sim takes the draws from it.
 func TestSimulateListSuites(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := simulateCmd([]string{"-list-suites"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Fields(out.String())
-	if want := sim.Suites(); !slices.Equal(got, want) || len(want) < 2 || want[0] != "heldout" || want[1] != "family" {
-		t.Errorf("-list-suites printed %q, want %q (heldout, then the family draws)", got, want)
+	if want := sim.Suites(); !slices.Equal(got, want) || len(want) < 2 || want[0] != "heldout" || want[1] != "family" || !slices.Contains(want, "zoo") {
+		t.Errorf("-list-suites printed %q, want %q (heldout, then the family and zoo draws)", got, want)
 	}
 }
 
