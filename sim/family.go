@@ -77,18 +77,22 @@ type familyDraw struct {
 // familyCount is how many workloads the family suite draws.
 const familyCount = 20
 
-// familyMixes are the pools models are named from, with the base rate
-// per model (req/s at x1 load) that keeps a workload's GPUs in the range
-// of the held-out suite's (h01: 30 per light model, h05: 20 per mixed
-// one, h02: 8 per heavy one).
-var familyMixes = []struct {
+// familyMix is a pool models are named from, with the base rate per
+// model (req/s at x1 load).
+type familyMix struct {
 	name string
 	// pool is how many of the models, by GPU footprint, the mix draws
 	// from: the smallest (light), the largest (heavy), or all.
 	pool    int
 	largest bool
 	perRPS  float64
-}{
+}
+
+// familyMixes are the pools models are named from, with the base rate
+// per model (req/s at x1 load) that keeps a workload's GPUs in the range
+// of the held-out suite's (h01: 30 per light model, h05: 20 per mixed
+// one, h02: 8 per heavy one).
+var familyMixes = []familyMix{
 	{"light", 30, false, 25},
 	{"heavy", 30, true, 6},
 	{"any", 69, false, 15},
@@ -97,36 +101,28 @@ var familyMixes = []struct {
 // family draws the family suite from seed, its workloads named prefix01,
 // prefix02...
 func family(seed uint64, prefix string) ([]scenario, error) {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
-	logUniform := func(lo, hi float64) float64 { return math.Exp(uniform(math.Log(lo), math.Log(hi))) }
-	// Every model, smallest GPU footprint first (ResolveModels' order).
-	bySize, err := ResolveModels([]string{fmt.Sprintf("smallest:%d", len(profiles.TorchvisionModels()))})
+	d, err := newDrawer(seed)
 	if err != nil {
 		return nil, fmt.Errorf("family suite: %w", err)
 	}
 	out := make([]scenario, 0, familyCount)
 	for i := range familyCount {
-		mix := familyMixes[rng.IntN(len(familyMixes))]
-		pool := bySize[:mix.pool]
-		if mix.largest {
-			pool = bySize[len(bySize)-mix.pool:]
-		}
-		n := int(math.Round(logUniform(5, 60)))
+		mix, pool := d.mix()
+		n := int(math.Round(d.logUniform(5, 60)))
 		models := make([]string, n)
 		for j := range models {
-			models[j] = pool[rng.IntN(len(pool))] // with repeats: functions of one model
+			models[j] = pool[d.rng.IntN(len(pool))] // with repeats: functions of one model
 		}
-		zipf := math.Round(uniform(0, 1.5)*10) / 10
-		load := math.Round(logUniform(0.5, 2)*100) / 100
-		sloFactor := math.Round(logUniform(2, 10)*10) / 10
-		cold := time.Duration(uniform(3, 30)) * time.Second
+		zipf := math.Round(d.uniform(0, 1.5)*10) / 10
+		load := math.Round(d.logUniform(0.5, 2)*100) / 100
+		sloFactor := math.Round(d.logUniform(2, 10)*10) / 10
+		cold := time.Duration(d.uniform(3, 30)) * time.Second
 		rate := math.Round(float64(n) * mix.perRPS * load)
 		name := fmt.Sprintf("%s%02d-%s%d", prefix, i+1, mix.name, n)
 		s := Spec{Name: name, Models: models, Zipf: zipf, Poisson: true, Seed: 12, SLOFactor: sloFactor,
 			Max: 200, GPUs: 64, PerNode: 8, Duration: 10 * time.Minute, Rate: rate,
 			Options: Options{Warmup: suiteWarmup, ContainerStart: cold}}
-		arrivals := drawArrivals(rng, i, rate, &s)
+		arrivals := d.arrivals(i, rate, &s)
 		about := fmt.Sprintf("%d %s models (%s), Zipf %.1f, x%.2f load: %s, SLO x%.1f, cold %v",
 			n, mix.name, distinctNote(models), zipf, load, arrivals, sloFactor, cold)
 		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
@@ -134,36 +130,65 @@ func family(seed uint64, prefix string) ([]scenario, error) {
 	return out, nil
 }
 
-// drawArrivals draws the arrivals' shape of draw i at rate into s, each
+// drawer is a suite draw's random source and the models it names from.
+type drawer struct {
+	rng    *rand.Rand
+	bySize []string // every model, smallest GPU footprint first (ResolveModels' order)
+}
+
+func newDrawer(seed uint64) (*drawer, error) {
+	bySize, err := ResolveModels([]string{fmt.Sprintf("smallest:%d", len(profiles.TorchvisionModels()))})
+	if err != nil {
+		return nil, err
+	}
+	return &drawer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bySize: bySize}, nil
+}
+
+func (d *drawer) uniform(lo, hi float64) float64 { return lo + (hi-lo)*d.rng.Float64() }
+
+func (d *drawer) logUniform(lo, hi float64) float64 {
+	return math.Exp(d.uniform(math.Log(lo), math.Log(hi)))
+}
+
+// mix draws one of familyMixes and the models it names from (a slice of
+// bySize: the caller must not reorder it in place).
+func (d *drawer) mix() (mix familyMix, pool []string) {
+	mix = familyMixes[d.rng.IntN(len(familyMixes))]
+	if mix.largest {
+		return mix, d.bySize[len(d.bySize)-mix.pool:]
+	}
+	return mix, d.bySize[:mix.pool]
+}
+
+// arrivals draws the arrivals' shape of draw i at rate into s, each
 // shape as often (i mod 5 picks it: twenty draws at random left bursts
 // out), and says what it drew.
-func drawArrivals(rng *rand.Rand, i int, rate float64, s *Spec) string {
-	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+func (d *drawer) arrivals(i int, rate float64, s *Spec) string {
 	var arrivals string
 	switch i % 5 {
 	case 0:
 		arrivals = fmt.Sprintf("steady %.0f req/s", rate)
 	case 1:
-		k := 2 + rng.IntN(3)
+		k := 2 + d.rng.IntN(3)
 		rates := make([]float64, k)
 		for j := range rates {
-			rates[j] = math.Round(rate * uniform(0.5, 1.5))
+			rates[j] = math.Round(rate * d.uniform(0.5, 1.5))
 		}
-		hold := time.Duration(uniform(60, 180)) * time.Second
+		hold := time.Duration(d.uniform(60, 180)) * time.Second
 		s.Ramp = steps(suiteWarmup+hold, hold, rates...)
 		arrivals = fmt.Sprintf("steps %v req/s every %v", rates, hold)
 	case 2:
-		s.BurstRate = math.Round(rate * uniform(1, 4))
-		s.BurstEvery = time.Duration(uniform(60, 180)) * time.Second
-		s.BurstLength = time.Duration(uniform(10, 30)) * time.Second
+		s.BurstRate = math.Round(rate * d.uniform(1, 4))
+		s.BurstEvery = time.Duration(d.uniform(60, 180)) * time.Second
+		s.BurstLength = time.Duration(d.uniform(10, 30)) * time.Second
 		arrivals = fmt.Sprintf("%.0f req/s with %v bursts of +%.0f every %v", rate, s.BurstLength, s.BurstRate, s.BurstEvery)
 	case 3:
-		low, high := math.Round(rate*uniform(0.1, 0.4)), math.Round(rate*uniform(1.5, 2.5))
+		low, high := math.Round(rate*d.uniform(0.1, 0.4)), math.Round(rate*d.uniform(1.5, 2.5))
 		s.Ramp = diurnal(s.Duration, low, high, 30*time.Second)
 		arrivals = fmt.Sprintf("diurnal %.0f -> %.0f -> %.0f req/s", low, high, low)
 	default:
-		shortest := time.Duration(uniform(5, 20)) * time.Second
-		longest := shortest + time.Duration(uniform(10, 60))*time.Second
+		shortest := time.Duration(d.uniform(5, 20)) * time.Second
+		longest := shortest + time.Duration(d.uniform(10, 60))*time.Second
 		s.Ramp = onOff(s.Duration, rate, shortest, longest, uint64(i+1))
 		arrivals = fmt.Sprintf("on/off %.0f req/s, periods %v-%v", rate, shortest, longest)
 	}

@@ -3,11 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/faas-gpu/faas-gpu/profiles"
 )
 
 // The zoo suites: the family suites' other half. A family draw deploys
@@ -47,34 +44,28 @@ const zooMaxModels = 20
 // zoo draws a zoo suite from seed, its workloads named prefix01,
 // prefix02...
 func zoo(seed uint64, prefix string) ([]scenario, error) {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
-	logUniform := func(lo, hi float64) float64 { return math.Exp(uniform(math.Log(lo), math.Log(hi))) }
-	bySize, err := ResolveModels([]string{fmt.Sprintf("smallest:%d", len(profiles.TorchvisionModels()))})
+	d, err := newDrawer(seed)
 	if err != nil {
 		return nil, fmt.Errorf("zoo suite: %w", err)
 	}
 	out := make([]scenario, 0, zooCount)
 	for i := range zooCount {
-		mix := familyMixes[rng.IntN(len(familyMixes))]
-		pool := slices.Clone(bySize[:mix.pool])
-		if mix.largest {
-			pool = slices.Clone(bySize[len(bySize)-mix.pool:])
-		}
-		n := int(math.Round(logUniform(3, zooMaxModels)))
-		rng.Shuffle(len(pool), func(a, b int) { pool[a], pool[b] = pool[b], pool[a] })
+		mix, from := d.mix()
+		pool := slices.Clone(from)
+		n := int(math.Round(d.logUniform(3, zooMaxModels)))
+		d.rng.Shuffle(len(pool), func(a, b int) { pool[a], pool[b] = pool[b], pool[a] })
 		models := pool[:n] // distinct: one function serves each once
-		zipf := math.Round(uniform(0, 1.5)*10) / 10
-		load := math.Round(logUniform(0.5, 2)*100) / 100
-		sloFactor := math.Round(logUniform(2, 10)*10) / 10
-		memory := int64(8) << (30 + rng.IntN(2)) // 8 or 16 GiB
-		cold := time.Duration(uniform(3, 30)) * time.Second
+		zipf := math.Round(d.uniform(0, 1.5)*10) / 10
+		load := math.Round(d.logUniform(0.5, 2)*100) / 100
+		sloFactor := math.Round(d.logUniform(2, 10)*10) / 10
+		memory := int64(8) << (30 + d.rng.IntN(2)) // 8 or 16 GiB
+		cold := time.Duration(d.uniform(3, 30)) * time.Second
 		rate := math.Round(float64(n) * mix.perRPS * load)
 		name := fmt.Sprintf("%s%02d-%s%d", prefix, i+1, mix.name, n)
 		s := Spec{Name: name, Models: models, MultiModel: true, Zipf: zipf, Poisson: true, Seed: 12, SLOFactor: sloFactor,
 			MemoryBytes: memory, Max: 200, GPUs: 64, PerNode: 8, Duration: 10 * time.Minute, Rate: rate,
 			Options: Options{Warmup: suiteWarmup, ContainerStart: cold}}
-		arrivals := drawArrivals(rng, i, rate, &s)
+		arrivals := d.arrivals(i, rate, &s)
 		about := fmt.Sprintf("one function serving %d %s models (X-Model), Zipf %.1f, x%.2f load: %s, SLO x%.1f of its slowest model, %d GiB replicas, cold %v",
 			n, mix.name, zipf, load, arrivals, sloFactor, memory>>30, cold)
 		out = append(out, scenario{name: name, about: about, spec: func() Spec { return s }})
