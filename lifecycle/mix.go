@@ -107,15 +107,17 @@ func (fn *function) mixValue(cfg scheduler.SliceConfig) scheduler.SliceConfig {
 	return cfg
 }
 
-// modelRoom is the memory a replica of fn has for models beyond its
-// process's own (its slice's memory less what its first model's process
-// takes besides the model), where that is room for more than its first
+// modelRoom is the memory a replica of fn has for models
+// (scheduler.Plan.ModelRoom), where that is room for more than its first
 // model: a replica sized for one model is no cache of several. 0
 // otherwise.
 func (fn *function) modelRoom() int64 {
 	p := fn.plan.Profile
-	if p == nil || p.ModelSizeBytes <= 0 || fn.plan.Request.MemoryBytes <= p.MemoryBytes {
+	if p == nil || p.ModelSizeBytes <= 0 {
 		return 0
 	}
-	return fn.plan.Request.MemoryBytes - (p.MemoryBytes - p.ModelSizeBytes)
+	if room := fn.plan.ModelRoom(fn.plan.Request.MemoryBytes); room > p.ModelSizeBytes {
+		return room
+	}
+	return 0
 }

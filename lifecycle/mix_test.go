@@ -122,7 +122,7 @@ func TestMultiModelScaleDownKeepsItsModelsResident(t *testing.T) {
 				last = len(v.Live)
 				peak = max(peak, last)
 			}
-			room := int64(8<<30) - c.functions[key].plan.Profile.MemoryBytes + c.functions[key].plan.Profile.ModelSizeBytes
+			room := c.functions[key].modelRoom()
 			var shares []scheduler.ModelShare
 			for _, m := range tt.models {
 				p, _, _ := store.Lookup(m, c.functions[key].plan.Profile.GPU)

@@ -216,7 +216,7 @@ func (b *Backend) takeParkedLocked(id string) *parkedRun {
 // process that died would (the core places another).
 func (b *Backend) startFromParkedLocked(v lifecycle.FunctionView, r *replica, p scheduler.Placement, pr *parkedRun, started, now time.Time) {
 	ns, name := splitKey(r.fn)
-	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
+	b.cache.SetCapacity(r.id, v.Plan.ModelRoom(p.Slice.MemoryBytes))
 	b.cache.Preload(r.id, v.Plan.Request.Model, modelBytes(v.Plan.Request), now)
 	settings := parking.Settings(lifecycle.RenderEnv(lifecycle.EnvInput{Spec: v.Spec, Model: v.Plan.Request.Model, Config: r.config, Placement: p,
 		MPSPipeDir: b.cfg.MPSPipeDir, Replica: r.id}))

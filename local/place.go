@@ -48,7 +48,7 @@ func (b *Backend) startLocked(e lifecycle.Effect, now time.Time) {
 		sink(r.id, "not started: "+err.Error())
 		return
 	}
-	b.cache.SetCapacity(r.id, modelCapacity(v.Plan, p))
+	b.cache.SetCapacity(r.id, v.Plan.ModelRoom(p.Slice.MemoryBytes))
 	var run runner
 	switch {
 	case spec.Watchdog != nil:
@@ -160,16 +160,6 @@ func modelBytes(req gpu.Request) int64 {
 		return req.ModelSizeBytes
 	}
 	return defaultModelBytes
-}
-
-// modelCapacity is how many bytes of models a replica's memory limit
-// holds once its CUDA context is paid for.
-func modelCapacity(plan scheduler.Plan, p scheduler.Placement) int64 {
-	mem := p.Slice.MemoryBytes
-	if pr := plan.Profile; pr != nil && pr.MemoryBytes > pr.ModelSizeBytes {
-		mem -= pr.MemoryBytes - pr.ModelSizeBytes
-	}
-	return max(mem, 0)
 }
 
 // serveFor answers, for an emulated replica, what a request for a model

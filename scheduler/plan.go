@@ -22,6 +22,17 @@ type Plan struct {
 	Decision   string
 }
 
+// ModelRoom is how many bytes of models a replica of the plan holds in
+// memBytes of GPU memory once its process is paid for: the profile's
+// footprint less its model (the CUDA context and framework), where the
+// profile says so.
+func (p Plan) ModelRoom(memBytes int64) int64 {
+	if pr := p.Profile; pr != nil && pr.MemoryBytes > pr.ModelSizeBytes {
+		memBytes -= pr.MemoryBytes - pr.ModelSizeBytes
+	}
+	return max(memBytes, 0)
+}
+
 // ChooseSlice is PlanFunction's slice choice for an SLO: among measured
 // slices (of batch ≤ opts.MaxBatch, when set) that carry load within the
 // SLO at its p99 (QueueCapacity > 0: a request that meets a running batch

@@ -156,3 +156,25 @@ func TestConfigsWithinIsTheBareLatency(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanModelRoom(t *testing.T) {
+	const gib = int64(1) << 30
+	tests := []struct {
+		name    string
+		profile *profiles.Profile
+		mem     int64
+		want    int64
+	}{
+		{"no profile: the whole memory", nil, 8 * gib, 8 * gib},
+		{"the process's own footprint is paid first", &profiles.Profile{MemoryBytes: 3 * gib, ModelSizeBytes: gib}, 8 * gib, 6 * gib},
+		{"a footprint that is all model: nothing to pay", &profiles.Profile{MemoryBytes: gib, ModelSizeBytes: gib}, 8 * gib, 8 * gib},
+		{"less memory than the process takes: none", &profiles.Profile{MemoryBytes: 10 * gib, ModelSizeBytes: gib}, 8 * gib, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Plan{Profile: tt.profile}).ModelRoom(tt.mem); got != tt.want {
+				t.Errorf("ModelRoom(%d) = %d, want %d", tt.mem, got, tt.want)
+			}
+		})
+	}
+}
