@@ -118,6 +118,9 @@ func TestLookupSuite(t *testing.T) {
 		{"heldout", len(heldOut()), false},
 		{"heldout/h14", 1, false},
 		{"heldout/zz", 0, true},
+		{"zoo", zooCount, false},
+		{"zoo/za01", 1, false},
+		{"zoo/zz", 0, true},
 		{"nosuch", 0, true},
 	}
 	for _, tt := range tests {
