@@ -157,6 +157,36 @@ func (c *Cache) Preload(id, name string, bytes int64, now time.Time) Outcome {
 	return o
 }
 
+// Fill records that replica id loaded model name (bytes) into room it had
+// free, ahead of any request for it (a load the provider asked for in the
+// replica's idle time, docs/replica-protocol.md): nothing is evicted and
+// no hit, miss or load is counted, as no request waited. It reports false,
+// holding nothing more, where the replica is not tracked or the model
+// does not fit what it holds.
+func (c *Cache) Fill(id, name string, bytes int64, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.replicas[id]
+	if !ok {
+		return false
+	}
+	if _, held := r.byName[name]; held {
+		return true
+	}
+	if r.used+bytes > r.capacity {
+		return false
+	}
+	// Least recently used of what it holds: no request asked for it yet.
+	r.byName[name] = r.lru.PushBack(&model{name: name, bytes: bytes})
+	r.used += bytes
+	if c.onGPU[name] == nil {
+		c.onGPU[name] = map[string]int{}
+	}
+	c.onGPU[name][r.gpu]++
+	c.rememberLocked(r.node, name, now)
+	return true
+}
+
 // Use records that replica id serves model name (bytes in GPU memory): a
 // hit if resident, otherwise a load from the node tier or cold, evicting
 // the replica's least recently used models until the new one fits. It

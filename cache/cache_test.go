@@ -188,3 +188,46 @@ func TestReport(t *testing.T) {
 		t.Fatal("a report of an unknown replica indexed its models")
 	}
 }
+
+func TestFill(t *testing.T) {
+	tests := []struct {
+		name   string
+		before []string // models Use loads first (4 bytes each)
+		fill   string
+		ok     bool
+		models []string // after, most recently used first
+	}{
+		{name: "free room: held, least recently used", before: []string{"a"}, fill: "b", ok: true, models: []string{"a", "b"}},
+		{name: "no room: nothing evicted", before: []string{"a", "b"}, fill: "c", ok: false, models: []string{"b", "a"}},
+		{name: "held already: nothing changes", before: []string{"a", "b"}, fill: "a", ok: true, models: []string{"b", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(Options{NodeModels: 8, NodeTTL: time.Minute})
+			c.AddReplica("r1", "g0", "n0", 8)
+			for _, m := range tt.before {
+				c.Use("r1", m, 4, t0)
+			}
+			before := c.Stats()
+			if got := c.Fill("r1", tt.fill, 4, t0); got != tt.ok {
+				t.Fatalf("Fill = %v, want %v", got, tt.ok)
+			}
+			if got := c.Models("r1"); !reflect.DeepEqual(got, tt.models) {
+				t.Errorf("models = %v, want %v", got, tt.models)
+			}
+			c.SetIdle("r1", t0)
+			if got := c.Idle("g0"); len(got) != 1 || got[0].Bytes != int64(4*len(tt.models)) {
+				t.Errorf("idle replicas %+v, want r1 at %d bytes", got, 4*len(tt.models))
+			}
+			if tt.ok && (!c.Where(tt.fill, t0).GPUs["g0"] || !c.OnNode("n0", tt.fill, t0)) {
+				t.Errorf("%s not found on g0 and n0 after Fill", tt.fill)
+			}
+			if got := c.Stats(); got != before {
+				t.Errorf("stats changed by a fill: %+v, were %+v", got, before)
+			}
+		})
+	}
+	if c := New(Options{}); c.Fill("gone", "a", 1, t0) {
+		t.Error("Fill of an untracked replica = true")
+	}
+}
