@@ -2,16 +2,15 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/internal/modelload"
 	"github.com/faas-gpu/faas-gpu/scheduler"
 	"go.uber.org/zap"
 )
@@ -37,7 +36,7 @@ type ModelLoadReporter interface {
 const HeaderModels = "X-Faas-Gpu-Models"
 
 // ModelsPath is where a replica that speaks the protocol lists its models.
-const ModelsPath = "/_/models"
+const ModelsPath = modelload.Path
 
 // modelsAskEvery bounds how often one replica is asked after responses
 // that told nothing, as the protocol says.
@@ -57,17 +56,6 @@ func ParseModelsHeader(v string) []string {
 		}
 	}
 	return out
-}
-
-// modelsBody is the JSON a replica answers GET /_/models with.
-type modelsBody struct {
-	Models []struct {
-		Name  string `json:"name"`
-		Bytes int64  `json:"bytes"`
-		// LoadSeconds is how long the replica's last load of the model
-		// took; 0 or absent when it does not say.
-		LoadSeconds float64 `json:"loadSeconds"`
-	} `json:"models"`
 }
 
 // modelAsker asks replicas what they hold: once when the proxy first sees
@@ -215,24 +203,9 @@ func (a *modelAsker) fetch(base string) ([]string, map[string]float64, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil, nil, nil
 	}
-	var body modelsBody
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return nil, nil, fmt.Errorf("decode %s: %w", ModelsPath, err)
+	l, err := modelload.Decode(resp.Body)
+	if err != nil {
+		return nil, nil, err
 	}
-	out := make([]string, 0, len(body.Models))
-	var loads map[string]float64
-	for _, m := range body.Models {
-		if m.Name == "" {
-			continue
-		}
-		out = append(out, m.Name)
-		// A negative or non-finite time is a replica's bug, not a load.
-		if m.LoadSeconds > 0 && !math.IsInf(m.LoadSeconds, 0) {
-			if loads == nil {
-				loads = map[string]float64{}
-			}
-			loads[m.Name] = m.LoadSeconds
-		}
-	}
-	return out, loads, nil
+	return l.Models, l.LoadSeconds, nil
 }

@@ -166,32 +166,12 @@ func modelBytes(req gpu.Request) int64 {
 // costs: its profiled latency at the replica's slice and, on a cache miss,
 // the profiled load time (less from the node tier).
 func (b *Backend) serveFor(plan scheduler.Plan, r *replica) func(model string) Service {
-	sm, batch := float64(r.config.SMPercent), max(r.config.Batch, 1)
 	return func(model string) Service {
-		now := time.Now()
-		prof, size := plan.Profile, modelBytes(plan.Request)
-		if model != plan.Request.Model {
-			prof, size = nil, defaultModelBytes
-			if p, _, ok := b.cfg.Profiles.Lookup(model, b.product); ok {
-				prof = p
-				if p.ModelSizeBytes > 0 {
-					size = p.ModelSizeBytes
-				}
-			}
-		}
-		lat, load := b.cfg.Emulation.Latency, b.cfg.Emulation.LoadTime
-		if prof != nil {
-			if l, err := scheduler.LatencyAt(prof, batch, sm); err == nil {
-				lat = time.Duration(l * float64(time.Millisecond))
-			}
-			if prof.LoadTime > 0 {
-				load = prof.LoadTime
-			}
-		}
+		lat, load, size := b.modelCost(plan, r, model)
 		// The load is counted here, with the cache's miss or node hit, so
 		// the two agree; the replica sleeps exactly this long (a caller that
 		// leaves early does not undo it: the cache holds the model now).
-		outcome, _ := b.cache.Use(r.id, model, size, now)
+		outcome, _ := b.cache.Use(r.id, model, size, time.Now())
 		switch outcome {
 		case cache.Hit:
 			load = 0
@@ -203,6 +183,51 @@ func (b *Backend) serveFor(plan scheduler.Plan, r *replica) func(model string) S
 		}
 		return Service{Latency: lat, Load: load, Outcome: outcome.String(), Resident: b.cache.Models(r.id)}
 	}
+}
+
+// fillFor answers, for an emulated replica on node, what loading a model
+// in its idle time costs (lifecycle.LoadModel): the profiled load time,
+// less from the node tier, and the fill that records the model once
+// loaded, with the replica's models after it (false: its room was taken
+// meanwhile, and nothing is evicted for such a load). No request waited
+// for it, so no hit, miss or load is counted.
+func (b *Backend) fillFor(plan scheduler.Plan, r *replica, node string) func(model string) (time.Duration, func() ([]string, bool)) {
+	return func(model string) (time.Duration, func() ([]string, bool)) {
+		_, load, size := b.modelCost(plan, r, model)
+		if b.cache.OnNode(node, model, time.Now()) {
+			load = time.Duration(float64(load) * b.cfg.NodeLoadFactor)
+		}
+		return load, func() ([]string, bool) {
+			ok := b.cache.Fill(r.id, model, size, time.Now())
+			return b.cache.Models(r.id), ok
+		}
+	}
+}
+
+// modelCost is what serving model costs replica r of plan: the latency of
+// a request at its slice and the load from cold, by the model's profile
+// (the configured -emulated-* times where it has none), and its bytes.
+func (b *Backend) modelCost(plan scheduler.Plan, r *replica, model string) (lat, load time.Duration, size int64) {
+	prof, size := plan.Profile, modelBytes(plan.Request)
+	if model != plan.Request.Model {
+		prof, size = nil, defaultModelBytes
+		if p, _, ok := b.cfg.Profiles.Lookup(model, b.product); ok {
+			prof = p
+			if p.ModelSizeBytes > 0 {
+				size = p.ModelSizeBytes
+			}
+		}
+	}
+	lat, load = b.cfg.Emulation.Latency, b.cfg.Emulation.LoadTime
+	if prof != nil {
+		if l, err := scheduler.LatencyAt(prof, max(r.config.Batch, 1), float64(r.config.SMPercent)); err == nil {
+			lat = time.Duration(l * float64(time.Millisecond))
+		}
+		if prof.LoadTime > 0 {
+			load = prof.LoadTime
+		}
+	}
+	return lat, load, size
 }
 
 // processOf is the function's process: envProcess, or an fprocess env var
@@ -284,6 +309,10 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p *scheduler
 	for _, e := range vars {
 		env = append(env, e.Name+"="+e.Value)
 	}
+	var fill func(string) (time.Duration, func() ([]string, bool))
+	if p != nil {
+		fill = b.fillFor(v.Plan, r, p.Node)
+	}
 	if secretsDir != "" {
 		env = append(env, "secret_mount_path="+secretsDir+"/")
 	}
@@ -304,5 +333,6 @@ func (b *Backend) replicaSpec(v lifecycle.FunctionView, r *replica, p *scheduler
 			Slots:    max(r.config.Batch, 1),
 			Serve:    b.serveFor(v.Plan, r),
 		},
+		Fill: fill,
 	}, nil
 }

@@ -25,6 +25,11 @@ type ReplicaSpec struct {
 	// run in it.
 	WorkDir   string
 	Emulation Emulation
+	// Fill, for an emulated replica with Serve, is what a load in its idle
+	// time costs (POST /_/models): the load's time, then the fill that
+	// records the model, answering the models held after it, or false
+	// where it no longer fits without evicting. nil: it takes no loads.
+	Fill func(model string) (time.Duration, func() ([]string, bool))
 	// Parked starts its process ahead of a placement (lifecycle/parked.go):
 	// with no GPU settings, FAAS_GPU_PARKED=1 in Env, and ready while it
 	// waits for them on /_/gpu (docs/replica-protocol.md). An HTTP-mode

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/internal/modelload"
 	"go.uber.org/zap"
 )
 
@@ -30,7 +31,7 @@ const (
 	// headerModels and modelsPath are the replica protocol
 	// (docs/replica-protocol.md): what the replica holds.
 	headerModels = "X-Faas-Gpu-Models"
-	modelsPath   = "/_/models"
+	modelsPath   = modelload.Path
 )
 
 // emulatedRunner stands in for a GPU worker where nothing can run on a GPU:
@@ -203,6 +204,10 @@ func (r *emulatedRunner) serve(w http.ResponseWriter, req *http.Request) {
 		r.serveModels(w)
 		return
 	}
+	if req.URL.Path == modelsPath && req.Method == http.MethodPost {
+		r.fillModel(w, req)
+		return
+	}
 	ctx := req.Context()
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -338,6 +343,54 @@ func (r *emulatedRunner) serveModels(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(reply)
+}
+
+// fillModel takes a load in the replica's idle time (POST /_/models,
+// docs/replica-protocol.md): the model loads beside the requests it
+// serves, which neither wait for it nor are waited for, and is kept only
+// where it fits beside what the replica holds then; the answer is the
+// replica's list, as GET gives it, once the model is in.
+func (r *emulatedRunner) fillModel(w http.ResponseWriter, req *http.Request) {
+	fill := r.spec.Fill
+	if fill == nil || r.spec.Emulation.Serve == nil {
+		http.Error(w, "this replica takes no model loads", http.StatusNotImplemented)
+		return
+	}
+	var ask modelload.Request
+	if err := json.NewDecoder(io.LimitReader(req.Body, 64<<10)).Decode(&ask); err != nil || ask.Model == "" {
+		http.Error(w, `want {"model": NAME}`, http.StatusBadRequest)
+		return
+	}
+	if !r.isLoaded() {
+		http.Error(w, "still loading its own model", http.StatusServiceUnavailable)
+		return
+	}
+	d, commit := fill(ask.Model)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-req.Context().Done():
+		return // the caller is gone: a load asked for nobody is not kept
+	case <-r.stopped:
+		http.Error(w, "stopped", http.StatusServiceUnavailable)
+		return
+	}
+	r.loading.Lock()
+	resident, ok := commit()
+	if ok {
+		if d > 0 {
+			r.noteLoad(ask.Model, d)
+		}
+		r.resident.Store(&resident)
+	}
+	r.loading.Unlock()
+	if !ok {
+		http.Error(w, fmt.Sprintf("model %s does not fit beside %s", ask.Model, strings.Join(resident, ",")), http.StatusInsufficientStorage)
+		return
+	}
+	r.log.Info("model loaded in idle time", zap.String("replica", r.spec.ID), zap.String("model", ask.Model), zap.Duration("loadTime", d))
+	r.serveModels(w)
 }
 
 // emulatedIdentity is what an emulated replica answers to an empty request:

@@ -8,7 +8,7 @@ and optionally
 This server gathers requests into batches (FAAS_GPU_BATCH, within
 FAAS_GPU_BATCH_WINDOW_MS), keeps models resident with LRU eviction inside
 CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, and speaks faas-gpu's replica protocol
-(GET /_/models, X-Faas-Gpu-Models). Only the standard library and torch:
+(GET and POST /_/models, X-Faas-Gpu-Models). Only the standard library and torch:
 it must run on Debian's python3-torch and on a GPU machine with no network.
 docs/gpu-template.md is the reference.
 """
@@ -194,15 +194,22 @@ def model_bytes(model):
     return total
 
 
+class NoRoom(Exception):
+    """A model that does not fit beside the resident ones: answered 507 to
+    a load in idle time, which must not evict."""
+
+
 class ModelCache:
     """The models resident in this process, most recently used first.
-    Only the batch worker loads and evicts, so the order needs a lock only
-    for readers (/_/models, the response header)."""
+    Only the batch worker evicts; it and a load in idle time (fill) add
+    models, so the order is kept under a lock, which readers (/_/models,
+    the response header) take too."""
 
     def __init__(self, cfg, metrics, load):
         self.cfg, self.metrics, self._load = cfg, metrics, load
         self.limit = cfg.mem_limit
         self.lock = threading.Lock()
+        self.filling = threading.Lock()  # one load in idle time at a time
         self.models = collections.OrderedDict()  # name -> (model, bytes), MRU first
 
     def resident(self):
@@ -275,6 +282,45 @@ class ModelCache:
             self.metrics.loads[name] += 1
         log("model loaded", model=name, device=str(dev), bytes=size, load_seconds=round(seconds, 4), resident=self.names())
         return model
+
+    def fill(self, name):
+        """Loads the model named into the room the resident ones leave,
+        least recently used, evicting nothing (POST /_/models, a load the
+        provider asks in the replica's idle time): the batch worker serves
+        meanwhile. NoRoom when it does not fit beside them."""
+        with self.filling:
+            with self.lock:
+                if name in self.models:
+                    return
+            dev = self.cfg.device
+            before = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
+            start = time.monotonic()
+            try:
+                model = self._load(name, dev)
+            except torch.cuda.OutOfMemoryError:
+                self._free()
+                self.metrics.count(self.metrics.load_failures, name)
+                raise NoRoom("model %s: out of GPU memory beside %s" % (name, ",".join(self.names()))) from None
+            except Exception:
+                self.metrics.count(self.metrics.load_failures, name)
+                raise
+            seconds = time.monotonic() - start
+            size = (torch.cuda.memory_allocated(dev) - before) if dev.type == "cuda" else 0
+            size = size if size > 0 else model_bytes(model)
+            with self.lock:
+                fits = name in self.models or self.limit is None or sum(b for _, b in self.models.values()) + size <= self.limit
+                if fits and name not in self.models:
+                    self.models[name] = (model, size)  # last: least recently used
+            if not fits:
+                del model
+                self._free()
+                self.metrics.count(self.metrics.load_failures, name)
+                raise NoRoom("model %s needs %d bytes; %d of %s in use by %s"
+                             % (name, size, self.total(), self._limit_text(), ",".join(self.names())))
+            with self.metrics.lock:
+                self.metrics.load_seconds[name] = seconds
+                self.metrics.loads[name] += 1
+            log("model loaded in idle time", model=name, device=str(dev), bytes=size, load_seconds=round(seconds, 4), resident=self.names())
 
     def _limit_text(self):
         return "%d bytes" % self.limit if self.limit is not None else "(none)"
@@ -468,17 +514,50 @@ def make_handler(cfg, metrics, cache, batcher, state):
                 raise ClientError("body of %d bytes: over FAAS_GPU_MAX_BODY=%d" % (n, cfg.max_body))
             return self.rfile.read(n)
 
+        def _models(self):
+            with metrics.lock:
+                loads = dict(metrics.load_seconds)  # a copy: the loaders write it
+            body = json.dumps({"models": [{"name": n, "bytes": b, "loadSeconds": round(loads.get(n, 0.0), 6)}
+                                          for n, b in cache.resident()]})
+            return self._send(200, body, {"Content-Type": "application/json"}, models=True, count=False)
+
+        def _fill(self):
+            """POST /_/models {"model": NAME}: loads it in idle time, beside
+            the resident models, and answers the list once it is in; 507
+            where it does not fit without evicting (docs/replica-protocol.md)."""
+            try:
+                ask = json.loads(self._body() or b"{}")
+                name = ask.get("model", "") if isinstance(ask, dict) else ""
+            except (ClientError, ValueError):
+                name = ""
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", name):
+                self.close_connection = True
+                return self._send(400, 'want {"model": NAME}, NAME of letters, digits, \'.\', \'_\' and \'-\'\n', count=False)
+            with state.lock:
+                ready = state.ready
+            if not ready:
+                return self._send(503, "still loading its own model\n", count=False)
+            try:
+                cache.fill(name)
+            except NoRoom as e:
+                return self._send(507, str(e) + "\n", count=False)
+            except (ValueError, KeyError) as e:
+                return self._send(400, "model %s: %s\n" % (name, e), count=False)
+            except Exception as e:
+                log("load in idle time failed", model=name, error=repr(e), traceback=traceback.format_exc())
+                return self._send(500, "loading model %s failed: %r\n" % (name, e), count=False)
+            return self._models()
+
         def _route(self):
             path = urlparse(self.path).path
             if path == "/_/health":
                 with state.lock:
                     ok, err = state.ready, state.error
                 return self._send(200, "ok\n", count=False) if ok else self._send(503, err + "\n", count=False)
+            if path == "/_/models" and self.command == "POST":
+                return self._fill()
             if path == "/_/models":
-                loads = dict(metrics.load_seconds)  # a copy: the batch worker writes it
-                body = json.dumps({"models": [{"name": n, "bytes": b, "loadSeconds": round(loads.get(n, 0.0), 6)}
-                                              for n, b in cache.resident()]})
-                return self._send(200, body, {"Content-Type": "application/json"}, models=True, count=False)
+                return self._models()
             if path == "/_/gpu":  # a parked process's hand-over, done or never needed
                 return self._send(404, "not parked\n", count=False)
             if path == "/_/metrics":

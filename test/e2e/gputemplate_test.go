@@ -389,6 +389,61 @@ functions:
 		}
 	})
 
+	t.Run("a model loaded in idle time sits beside the others, evicting none", func(t *testing.T) {
+		// After the last subtest mobilenet_v3_small (10 MiB) alone is
+		// resident in 48Mi: squeezenet1_1 (5 MiB) fits beside it,
+		// resnet18 (45 MiB) does not.
+		load := func(t *testing.T, body string) result {
+			t.Helper()
+			return mustDo(t, hc, http.MethodPost, fnURL+"/_/models", []byte(body), nil, map[string]string{"Content-Type": "application/json"})
+		}
+		names := func(t *testing.T, r result) []string {
+			t.Helper()
+			var got struct {
+				Models []struct {
+					Name string `json:"name"`
+				} `json:"models"`
+			}
+			if r.Code != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+				t.Fatalf("want 200 and the list as JSON, got %s", r)
+			}
+			var out []string
+			for _, m := range got.Models {
+				out = append(out, m.Name)
+			}
+			return out
+		}
+		before := metrics(t)
+		if got := names(t, load(t, `{"model": "squeezenet1_1"}`)); strings.Join(got, ",") != "mobilenet_v3_small,squeezenet1_1" {
+			t.Errorf("after loading squeezenet1_1: want mobilenet_v3_small,squeezenet1_1 (the load least recently used), got %v", got)
+		}
+		if r := load(t, `{"model": "resnet18"}`); r.Code != http.StatusInsufficientStorage {
+			t.Errorf("resnet18 beside them: want 507, got %s", r)
+		}
+		for _, body := range []string{`{}`, `not json`, `{"model": "../x"}`} {
+			if r := load(t, body); r.Code != http.StatusBadRequest {
+				t.Errorf("load %s: want 400, got %s", body, r)
+			}
+		}
+		if r := load(t, `{"model": "no_such_model"}`); r.Code != http.StatusBadRequest || !strings.Contains(string(r.Body), "no_such_model") {
+			t.Errorf("load no_such_model: want 400 naming it, got %s", r)
+		}
+		after := metrics(t)
+		for _, m := range []string{"resnet18", "mobilenet_v3_small", "squeezenet1_1"} {
+			k := `faas_gpu_template_model_evictions_total{model="` + m + `"}`
+			if got := after[k] - before[k]; got != 0 {
+				t.Errorf("%s evicted %v times by loads in idle time", m, got)
+			}
+		}
+		if got := classify(t, "squeezenet1_1"); got.Model != "squeezenet1_1" {
+			t.Errorf("X-Model squeezenet1_1 after its load: answered by %q", got.Model)
+		}
+		k := `faas_gpu_template_model_loads_total{model="squeezenet1_1"}`
+		if got := metrics(t)[k] - before[k]; got != 1 {
+			t.Errorf("squeezenet1_1 loaded %v times, want once (its request found it resident)", got)
+		}
+	})
+
 	t.Run("bad handler and too big models", func(t *testing.T) {
 		edge := gatewayURL + "/function/edgefn"
 		pids := func(fn string) []int {

@@ -10,7 +10,11 @@
 // HTTPFN_MODELS, when set, makes it speak the replica protocol
 // (docs/replica-protocol.md): it holds those models (comma-separated) at
 // start, loads the one a request names in X-Model, answers GET /_/models
-// and adds X-Faas-Gpu-Models to every response. Unset, /_/models is 404.
+// and adds X-Faas-Gpu-Models to every response, and takes POST /_/models
+// {"model": NAME}, a load in its idle time: the model is held least
+// recently used, beside the others, and the answer is the list; with
+// HTTPFN_ROOM=N it holds at most N models that way, answering 507 beyond.
+// Unset, /_/models is 404.
 //
 // FAAS_GPU_PARKED=1 starts it parked (docs/replica-protocol.md, "Parked
 // processes"): GET /_/gpu answers 200 while it waits and every other
@@ -117,6 +121,38 @@ func (h *heldModels) use(model string) []string {
 	return append([]string(nil), h.models...)
 }
 
+// fill holds model beside the others, least recently used, where
+// HTTPFN_ROOM allows (ok false: no room), and lists them all.
+func (h *heldModels) fill(model string) (models []string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.models {
+		if m == model {
+			return append([]string(nil), h.models...), true
+		}
+	}
+	if room, err := strconv.Atoi(os.Getenv("HTTPFN_ROOM")); err == nil && len(h.models) >= room {
+		return append([]string(nil), h.models...), false
+	}
+	h.models = append(h.models, model)
+	return append([]string(nil), h.models...), true
+}
+
+// writeModels answers with the protocol's list.
+func writeModels(w http.ResponseWriter, models []string) {
+	type entry struct {
+		Name string `json:"name"`
+	}
+	list := struct {
+		Models []entry `json:"models"`
+	}{Models: []entry{}}
+	for _, m := range models {
+		list.Models = append(list.Models, entry{m})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
 // parked is set while it waits for its GPU settings.
 var parked atomic.Bool
 
@@ -175,21 +211,27 @@ func handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, why, http.StatusServiceUnavailable)
 		return
 	}
+	if held != nil && r.URL.Path == "/_/models" && r.Method == http.MethodPost {
+		var ask struct {
+			Model string `json:"model"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&ask); err != nil || ask.Model == "" {
+			http.Error(w, `want {"model": NAME}`, http.StatusBadRequest)
+			return
+		}
+		models, ok := held.fill(ask.Model)
+		if !ok {
+			http.Error(w, "no room for "+ask.Model, http.StatusInsufficientStorage)
+			return
+		}
+		writeModels(w, models)
+		return
+	}
 	if held != nil {
 		models := held.use(r.Header.Get("X-Model"))
 		w.Header().Set("X-Faas-Gpu-Models", strings.Join(models, ","))
 		if r.URL.Path == "/_/models" {
-			type entry struct {
-				Name string `json:"name"`
-			}
-			list := struct {
-				Models []entry `json:"models"`
-			}{Models: []entry{}}
-			for _, m := range models {
-				list.Models = append(list.Models, entry{m})
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(list)
+			writeModels(w, models)
 			return
 		}
 	}
