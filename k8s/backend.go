@@ -133,6 +133,9 @@ type Backend struct {
 	requests sync.Map
 	podModel sync.Map // pod name -> *podModels (resolver.go)
 	podLoads sync.Map // pod name -> map[string]float64, its model loads in seconds (modelload.go)
+	// takesNoLoads are the pods that answered a model load as servers
+	// that do not know it (modelload.go): pod UID -> true.
+	takesNoLoads sync.Map
 	// modelsTold: a pod said something new about its models since the
 	// loop last fed them to the core's cache (feedModels).
 	modelsTold atomic.Bool

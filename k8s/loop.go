@@ -155,6 +155,7 @@ func (b *Backend) autoscale(now time.Time, rise bool) bool {
 		return false
 	}
 	changed := b.st.tick(now, b.observe, rise)
+	b.sendLoadsLocked(b.st)
 	b.enqueueLocked(sortedKeys(changed)...)
 	return len(changed) > 0
 }

@@ -1,5 +1,17 @@
 package k8s
 
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/faas-gpu/faas-gpu/internal/modelload"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+)
+
 // ReplicaModelLoads keeps what a pod says its model loads took
 // (handlers.ModelLoadReporter), for /system/gpus. Only a pod the proxy
 // routes to is kept, and the informer forgets it with the pod, as it does
@@ -14,6 +26,78 @@ func (b *Backend) ReplicaModelLoads(replicaID string, seconds map[string]float64
 func (b *Backend) modelLoadsOf(name string) map[string]float64 {
 	if v, ok := b.podLoads.Load(name); ok {
 		return v.(map[string]float64)
+	}
+	return nil
+}
+
+// loadClient reaches pods for the model loads the core asks of them; each
+// load's own context bounds it.
+var loadClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// sendLoadsLocked sends the model loads the core asked since the last
+// pass (lifecycle.LoadModel, docs/replica-protocol.md "POST /_/models")
+// to the pods their bookings are paired with (pairPods), each beside
+// everything else: a pod answers once the model is in, with its list,
+// which is taken as the proxy takes a pod's word (ReplicaModels), for the
+// loop to feed to the core's cache under the pod's booking. A pod that
+// does not take loads is not asked again; a booking without a ready pod
+// is asked again by the core once the load's deadline passes.
+func (b *Backend) sendLoadsLocked(st *state) {
+	loads := st.loads
+	st.loads = nil
+	for _, e := range loads {
+		pod := b.podOfBooking(st, e.Function, e.Replica.ID)
+		if pod == nil {
+			continue
+		}
+		if _, no := b.takesNoLoads.Load(pod.UID); no {
+			continue
+		}
+		url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(podPort(pod, b.cfg.FunctionPort)))
+		name, uid, model := pod.Name, pod.UID, e.Model
+		go func() {
+			ctx, cancel := context.WithTimeout(b.ctx, modelload.Timeout)
+			defer cancel()
+			l, err := modelload.Load(ctx, loadClient, url, model)
+			switch {
+			case errors.Is(err, modelload.ErrNotSpoken):
+				b.takesNoLoads.Store(uid, true)
+				b.log.Info("pod takes no model loads in its idle time", zap.String("pod", name), zap.Error(err))
+				return
+			case err != nil:
+				b.log.Debug("model not loaded", zap.String("pod", name), zap.String("model", model), zap.Error(err))
+				return
+			}
+			b.ReplicaModels(name, l.Models)
+			if len(l.LoadSeconds) > 0 {
+				b.ReplicaModelLoads(name, l.LoadSeconds)
+			}
+			b.log.Debug("model loaded in idle time", zap.String("pod", name), zap.String("model", model))
+		}()
+	}
+}
+
+// podOfBooking is the ready pod booking id of function fn is paired with
+// (pairPods); nil for none.
+func (b *Backend) podOfBooking(st *state, fn, id string) *corev1.Pod {
+	v, ok := st.core.Function(fn)
+	if !ok {
+		return nil
+	}
+	ns := v.Spec.Namespace()
+	for _, g := range st.groups(v) {
+		if st.groupOf[id] != g.name {
+			continue
+		}
+		var draining []string
+		if d, ok := st.drains[fnKey(ns, g.name)]; ok {
+			draining = d.ids
+		}
+		for _, pr := range b.pairPods(st, ns, g.name, g.ids, g.warm, draining) {
+			if pr.id == id && pr.pod != nil && podReady(pr.pod) && pr.pod.Status.PodIP != "" {
+				return pr.pod
+			}
+		}
 	}
 	return nil
 }

@@ -73,6 +73,9 @@ type state struct {
 	// parkFailed are the parked processes whose pod could not be created,
 	// and why, until the loop tells the core.
 	parkFailed map[string]error
+	// loads are the model loads the core asked (lifecycle.LoadModel),
+	// until the loop sends them to the bookings' pods (Backend.sendLoads).
+	loads []lifecycle.Effect
 }
 
 // eviction is the pod of a warm replica gone: of function fn, in group.
@@ -200,6 +203,11 @@ func (s *state) apply(res lifecycle.Result, took time.Duration, now time.Time) m
 		}
 	}
 	for _, e := range res.Effects {
+		if e.Kind == lifecycle.LoadModel {
+			// A pod's own business: no Deployment changes.
+			s.loads = append(s.loads, e)
+			continue
+		}
 		dirty[e.Function] = true
 		switch e.Kind {
 		case lifecycle.Start:

@@ -244,6 +244,10 @@ type replica struct {
 	replaces     string
 	replacesMore []string
 	replaceWhy   string
+	// loading is the model it was told to load (LoadModel) and was not
+	// seen holding since loadingSince; "": none.
+	loading      string
+	loadingSince time.Time
 	// replacedAt is when a replacement retired this replica to a warm
 	// one; it is stopped at the next tick. Zero: not replaced.
 	replacedAt time.Time

@@ -46,6 +46,12 @@ const (
 	Park Kind = "park"
 	// Unpark ends a parked process that no replica took.
 	Unpark Kind = "unpark"
+	// LoadModel asks a replica in service to load Model into GPU memory
+	// in its idle time, keeping what it holds and serving meanwhile
+	// (docs/replica-protocol.md, "POST /_/models"). The backend reports
+	// nothing back: the replica's model list, as the cache sees it, tells
+	// whether it did.
+	LoadModel Kind = "load"
 )
 
 // Effect is one thing for the backend to carry out, in the order given.
@@ -65,6 +71,10 @@ type Effect struct {
 	Why string
 	// Record is the function's record to save (Write).
 	Record *Record
+	// Model is the model to load (LoadModel), ModelBytes its profiled
+	// size.
+	Model      string
+	ModelBytes int64
 }
 
 // Record is what a backend persists of a function so that a restart

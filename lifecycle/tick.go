@@ -104,6 +104,7 @@ func (c *Core) Tick(now time.Time) Result {
 	for _, fn := range c.order {
 		c.forgetStarts(fn, now, &res)
 		c.refillParked(fn, "", now, &res)
+		c.placeModels(fn, now, &res)
 	}
 	return res
 }

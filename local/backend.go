@@ -84,7 +84,8 @@ type Backend struct {
 	done    chan struct{}
 	// stopping counts the replica stops that run once the lock is let go
 	// (update, delete, eviction, expiry), so that Close waits for every
-	// process a replica started. Add only under mu while not closed.
+	// process a replica started, and the model loads asked of replicas
+	// (modelload.go), which Close ends. Add only under mu while not closed.
 	stopping sync.WaitGroup
 	// stopCtx is the context of those stops; Close cancels it when its own
 	// context ends first, and each stop then kills its process group at once.
@@ -159,6 +160,10 @@ type replica struct {
 	// dir is its process's work dir where it is not its own ID's (a
 	// parked process taken over keeps the one it was started in).
 	dir string
+	// takesNoLoads is set once the replica answered a load as a server
+	// that does not know it (modelload.ErrNotSpoken): it is not asked
+	// again.
+	takesNoLoads atomic.Bool
 	// quiet is set once the replica is stopped: output that comes later
 	// (a grandchild's, say) is dropped, so a deleted function's log ring
 	// does not come back.
@@ -658,6 +663,8 @@ func (b *Backend) applyLocked(res lifecycle.Result, now time.Time) error {
 			if j, ok := b.unparkLocked(e); ok {
 				stops = append(stops, j)
 			}
+		case lifecycle.LoadModel:
+			b.loadModelLocked(e)
 		}
 	}
 	for _, d := range res.Decisions {

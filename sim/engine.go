@@ -201,6 +201,8 @@ type Engine struct {
 	// request names; fnModel maps a function to its model there.
 	models  []modelInfo
 	fnModel []int
+	// modelIndex finds a model in models by name.
+	modelIndex map[string]int
 
 	now    time.Duration
 	q      eventQueue
@@ -254,6 +256,7 @@ func newEngine(name string, wl *Workload, inv gpu.Inventory, cat *Catalog, opts 
 		}
 		e.fnModel = append(e.fnModel, i)
 	}
+	e.modelIndex = index
 	nodes := map[string]*nodeState{}
 	for _, n := range inv.Nodes {
 		nodes[n.Name] = &nodeState{cores: float64(n.Cores()), cpu: 1}
@@ -357,6 +360,15 @@ func (e *Engine) handle(ev event) {
 		e.shareStep(ev.gpu, ev.gen)
 	case evContend:
 		e.contendDone(ev.rep, ev.gen)
+	case evModelLoaded:
+		r := ev.rep
+		if r.state == repServing || r.state == repRetired {
+			m := e.models[ev.n]
+			e.cache.Fill(r.id, m.name, m.size, e.clock())
+			if r.state == repServing {
+				e.pol.idle(e, r) // it may now take what waits for the model
+			}
+		}
 	case evParked:
 		if p, ok := e.pol.(parker); ok {
 			p.parkedReady(e, ev.rep.id)
@@ -441,6 +453,23 @@ func (e *Engine) release(r *replica) {
 	e.book(r.gpu, -1)
 	e.cache.RemoveReplica(r.id, e.clock())
 	r.state = repGone
+}
+
+// loadModel starts replica r loading the named model in the background
+// (lifecycle.LoadModel): it serves meanwhile, and holds the model once the
+// load, from the node tier where the node had it, is done. A model the
+// workload does not know is not loaded.
+func (e *Engine) loadModel(r *replica, name string) {
+	i, ok := e.modelIndex[name]
+	if !ok || r.gpu == nil || e.cache.Holds(r.id, name) {
+		return
+	}
+	m := e.models[i]
+	o := cache.Miss
+	if e.cache.OnNode(r.gpu.dev.Node, name, e.clock()) {
+		o = cache.NodeHit
+	}
+	e.after(e.loadTime(m, o), event{kind: evModelLoaded, rep: r, n: int32(i)})
 }
 
 func (e *Engine) loadTime(m modelInfo, o cache.Outcome) time.Duration {

@@ -29,6 +29,9 @@ const (
 	// evParked: the parked process named by rep (a placeholder holding
 	// only its ID) has started (Options.Parked).
 	evParked
+	// evModelLoaded: replica rep finished loading model n in its idle
+	// time (lifecycle.LoadModel), beside what it served meanwhile.
+	evModelLoaded
 )
 
 // event is one thing that happens at a virtual time. It is a value, not an

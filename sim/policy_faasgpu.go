@@ -230,6 +230,10 @@ func (p *faasGPU) apply(e *Engine, res lifecycle.Result, prewarmed bool) {
 		case lifecycle.Unpark:
 			// Nothing to end: the core forgets it, and ignores its start.
 			delete(p.sees, ef.Replica.ID)
+		case lifecycle.LoadModel:
+			if r := p.byID[ef.Replica.ID]; r != nil && r.state == repServing {
+				e.loadModel(r, ef.Model)
+			}
 		}
 	}
 }
