@@ -28,6 +28,8 @@ type dispatcher struct {
 	locality bool
 	bound    int
 	o3       bool
+	// loadSeconds is the resolver's ModelLoadTimer, where it is one.
+	loadSeconds func(model string) float64
 	// max is how many requests of one function may wait (0: no bound);
 	// one more is refused with 429.
 	max int
@@ -78,8 +80,12 @@ type errQueueFull struct{ retryAfter time.Duration }
 func (e *errQueueFull) Error() string { return "the function's queue is full" }
 
 func newDispatcher(r ReplicaResolver, load *LoadBook, metrics *ProxyMetrics, locality bool, bound int, o3 bool, max int) *dispatcher {
-	return &dispatcher{resolver: r, load: load, metrics: metrics, locality: locality, bound: bound, o3: o3, max: max,
+	d := &dispatcher{resolver: r, load: load, metrics: metrics, locality: locality, bound: bound, o3: o3, max: max,
 		poll: 50 * time.Millisecond, fns: map[string]*fnQueue{}}
+	if lt, ok := r.(ModelLoadTimer); ok {
+		d.loadSeconds = lt.ModelLoadSeconds
+	}
+	return d
 }
 
 // queueOf is function ns/name's queue, made on first use; the key is
@@ -168,6 +174,7 @@ func (d *dispatcher) dispatchLocked(q *fnQueue, eps []scheduler.Endpoint, me int
 	view := scheduler.PullView{Bound: d.bound, OutOfOrder: d.o3}
 	if d.locality && anyModel(q.queue) {
 		view.Holds = func(i int, m string) bool { return d.resolver.Holds(eps[i].ID, m) }
+		view.LoadSeconds, view.SLO = d.loadSeconds, q.slo.Seconds()
 	}
 	now := time.Now()
 	if !d.pullLateLastLocked(q, view, now) {

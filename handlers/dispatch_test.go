@@ -190,3 +190,70 @@ func TestDispatcherServesOnTimeRequestsFirst(t *testing.T) {
 	}
 	d.release(q, <-granted)
 }
+
+// timedReplicas is a fakeReplicas whose backend knows its models' load
+// times (ModelLoadTimer).
+type timedReplicas struct {
+	fakeReplicas
+	load float64
+}
+
+func (f *timedReplicas) ModelLoadSeconds(string) float64 { return f.load }
+
+// TestDispatcherWeighsAHolderAgainstALoad: A holds x and is busy (10
+// req/s: 0.1 s to free), B is free. Where the backend knows x's load time,
+// a request for x waits for A only while A would serve it sooner than B
+// could load x; without it, the locality bound keeps it waiting.
+func TestDispatcherWeighsAHolderAgainstALoad(t *testing.T) {
+	tests := []struct {
+		name     string
+		resolver ReplicaResolver
+		want     string // the replica it runs on
+	}{
+		{"no load times: waits for the holder", &fakeReplicas{}, "A"},
+		{"a load slower than the wait: waits", &timedReplicas{load: 5}, "A"},
+		{"a load sooner than the wait: loads on B", &timedReplicas{load: 0.05}, "B"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}, {ID: "B", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}}
+			holds := map[string]string{"A": "x"}
+			switch f := tt.resolver.(type) {
+			case *fakeReplicas:
+				f.eps, f.holds = eps, holds
+			case *timedReplicas:
+				f.eps, f.holds = eps, holds
+			}
+			d := newDispatcher(tt.resolver, NewLoadBook(), nil, true, 2, true, 0)
+			q := d.queueOf("ns", "fn")
+			d.poll = time.Hour // only releases hand out replicas here
+			ctx := context.Background()
+			eps[0].InFlight.Store(1) // A is busy
+			got := make(chan string, 1)
+			go func() {
+				ep, err := d.acquire(ctx, q, "x", 0, eps, time.Now())
+				if err != nil {
+					t.Error(err)
+				}
+				got <- ep.ID
+			}()
+			select {
+			case id := <-got:
+				if id != tt.want {
+					t.Fatalf("ran on %s at once, want %s", id, tt.want)
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			d.release(q, eps[0])
+			select {
+			case id := <-got:
+				if id != tt.want {
+					t.Fatalf("ran on %s once A freed, want %s", id, tt.want)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("never ran")
+			}
+		})
+	}
+}

@@ -34,6 +34,16 @@ type ReplicaResolver interface {
 	Holds(replicaID, model string) bool
 }
 
+// ModelLoadTimer is a ReplicaResolver that knows how long loading a model
+// takes (its profile): a request for a model then waits for the model's
+// busy holders only while they would serve it sooner than a load
+// elsewhere, and within half its SLO (scheduler.PullView.LoadSeconds),
+// rather than by a fixed count (-locality-bound).
+type ModelLoadTimer interface {
+	// ModelLoadSeconds is model's profiled load time; 0 when unknown.
+	ModelLoadSeconds(model string) float64
+}
+
 // HeaderCache is set by replicas that know whether the request's model was
 // in their memory: hit, node-hit or miss.
 const HeaderCache = "X-Faas-Gpu-Cache"

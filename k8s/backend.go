@@ -133,6 +133,9 @@ type Backend struct {
 	requests sync.Map
 	podModel sync.Map // pod name -> *podModels (resolver.go)
 	podLoads sync.Map // pod name -> map[string]float64, its model loads in seconds (modelload.go)
+	// product is the cluster's main GPU product as the loop last saw it,
+	// for the proxy's profile lookups (ModelLoadSeconds), off any lock.
+	product atomic.Pointer[string]
 	// takesNoLoads are the pods that answered a model load as servers
 	// that do not know it (modelload.go): pod UID -> true.
 	takesNoLoads sync.Map

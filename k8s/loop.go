@@ -68,6 +68,8 @@ func (b *Backend) reconcile(all bool) {
 		return
 	}
 	inv := b.inventory(now)
+	product := inv.MainProduct()
+	b.product.Store(&product)
 	var strays []strayPod
 	if !st.core.Inventory().SameGPUs(inv) {
 		// Pods a lost node kept may still run there now it is back.

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
+	"github.com/faas-gpu/faas-gpu/profiles"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -135,5 +137,29 @@ func TestModelLoadsReachTheBookingsPod(t *testing.T) {
 				t.Errorf("load times %v, want vgg16's 1.5 s", b.modelLoadsOf("f-pod"))
 			}
 		})
+	}
+}
+
+// The proxy weighs a busy holder against a load by the model's profiled
+// load time (handlers.ModelLoadTimer): the cluster's product's, where the
+// loop has seen one; none without profiles.
+func TestModelLoadSecondsFromProfiles(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fakeBackend(t)
+	if got := b.ModelLoadSeconds("resnet50"); got != 0 {
+		t.Errorf("without profiles: %v s, want 0", got)
+	}
+	b.cfg.Profiles = store
+	product := gpu.V100Product
+	b.product.Store(&product)
+	prof, _, _ := store.Lookup("resnet50", product)
+	if got := b.ModelLoadSeconds("resnet50"); got <= 0 || got != prof.LoadTime.Seconds() {
+		t.Errorf("resnet50: %v s, want its profile's %v", got, prof.LoadTime.Seconds())
+	}
+	if got := b.ModelLoadSeconds("no-such-model"); got != 0 {
+		t.Errorf("an unprofiled model: %v s, want 0", got)
 	}
 }

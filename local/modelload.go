@@ -59,3 +59,12 @@ func (b *Backend) loadModelLocked(e lifecycle.Effect) {
 		b.log.Debug("model loaded in idle time", zap.String("replica", id), zap.String("model", model))
 	}()
 }
+
+// ModelLoadSeconds is model's profiled load time
+// (handlers.ModelLoadTimer); 0 when unknown.
+func (b *Backend) ModelLoadSeconds(model string) float64 {
+	if prof, _, ok := b.cfg.Profiles.Lookup(model, b.product); ok {
+		return prof.LoadTime.Seconds()
+	}
+	return 0
+}

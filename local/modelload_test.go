@@ -178,3 +178,19 @@ func TestMultiModelReplicaLoadsItsMixWhileIdle(t *testing.T) {
 		t.Errorf("cache counted %d misses and %d node hits: the loads were not in idle time", s.Misses, s.NodeHits)
 	}
 }
+
+// The proxy weighs a busy holder against a load by the model's profiled
+// load time (handlers.ModelLoadTimer), which the backend knows.
+func TestBackendKnowsModelLoadTimes(t *testing.T) {
+	b := newProfiledBackend(t)
+	prof, _, ok := builtinProfiles(t).Lookup("resnet50", b.product)
+	if !ok || prof.LoadTime <= 0 {
+		t.Fatal("no resnet50 profile with a load time")
+	}
+	if got := b.ModelLoadSeconds("resnet50"); got != prof.LoadTime.Seconds() {
+		t.Errorf("resnet50: %v s, want %v", got, prof.LoadTime.Seconds())
+	}
+	if got := b.ModelLoadSeconds("no-such-model"); got != 0 {
+		t.Errorf("an unprofiled model: %v s, want 0", got)
+	}
+}

@@ -79,6 +79,14 @@ type PullView struct {
 	// OutOfOrder lets a request whose model a replica that can start
 	// holds run ahead of older ones that wait (LALB+O3).
 	OutOfOrder bool
+	// LoadSeconds is how long loading model takes (its profile's load
+	// time); nil, or 0 for a model, leaves the wait to Bound. Where known,
+	// a request waits for its model's busy holders while the requests
+	// ahead of it and it would be through them sooner than a load
+	// elsewhere, and within half of SLO (without one, below Bound).
+	LoadSeconds func(model string) float64
+	// SLO is the function's SLO in seconds (0: none), for LoadSeconds.
+	SLO float64
 }
 
 // Grant hands queued request Request (an index into the queue) to slot
@@ -159,7 +167,7 @@ func Pull(queue []Waiting, slots []Slot, view PullView, grants []Grant) []Grant 
 		}
 		m := queue[r].Model
 		s := hit(r)
-		if s < 0 && !(m != "" && holderBusy(slots, view, m) && ahead[m] < view.Bound) {
+		if s < 0 && !(m != "" && holderBusy(slots, view, m) && waitsForHolder(slots, view, m, ahead[m])) {
 			s = load(slots, running)
 		}
 		if s >= 0 {
@@ -211,6 +219,44 @@ func holderBusy(slots []Slot, view PullView, model string) bool {
 		}
 	}
 	return false
+}
+
+// waitsForHolder says whether a request for model, with ahead requests
+// for it waiting before it, waits for the model's busy holders rather
+// than load it elsewhere (PullView.LoadSeconds): while they would serve it
+// sooner than the load, within half the SLO. The holders' wait is read at
+// their whole throughput, though they serve other models too: hence the
+// SLO's half as a cap. Without an SLO, Bound caps it (a holder whose
+// slice is unknown leaves it to Bound alone).
+func waitsForHolder(slots []Slot, view PullView, model string, ahead int) bool {
+	load := 0.0
+	if view.LoadSeconds != nil {
+		load = view.LoadSeconds(model)
+	}
+	if load <= 0 {
+		return ahead < view.Bound
+	}
+	rate := 0.0
+	for i, s := range slots {
+		if !view.Holds(i, model) {
+			continue
+		}
+		if !s.known() {
+			return ahead < view.Bound
+		}
+		rate += s.Throughput
+	}
+	if rate <= 0 {
+		return ahead < view.Bound
+	}
+	wait := float64(ahead+1) / rate
+	if view.SLO > 0 {
+		return wait < load && wait < view.SLO/2
+	}
+	// No SLO to bound the wait: the locality bound does, so that the
+	// popular models are copied as LALB copies them (a load serves the
+	// requests after it too, which the wait against one load leaves out).
+	return wait < load && ahead < view.Bound
 }
 
 func anyCanStart(slots []Slot) bool {

@@ -63,6 +63,18 @@ func TestPull(t *testing.T) {
 			PullView{Holds: holdsOf("y", "x"), Bound: 2, OutOfOrder: true}, []Grant{{1, 0}}},
 		{"out of order hits before an older load", waiting("z", "y"), []Slot{{Batch: 1, Throughput: 10}},
 			PullView{Holds: holdsOf("y"), Bound: 2, OutOfOrder: true}, []Grant{{1, 0}}},
+		// With load times: a busy holder at 10 req/s serves the 1st and
+		// 2nd request waiting for it in 0.1 and 0.2 s.
+		{"with load times and an SLO, waits while the holder is sooner than a load, past the bound", waiting("x", "x"), []Slot{{Batch: 1, Throughput: 10}, {InFlight: 1, Batch: 1, Throughput: 10}},
+			PullView{Holds: holdsOf("", "x"), Bound: 1, OutOfOrder: true, LoadSeconds: func(string) float64 { return 0.25 }, SLO: 10}, nil},
+		{"with load times and no SLO, the bound caps the wait", waiting("x", "x"), []Slot{{Batch: 1, Throughput: 10}, {InFlight: 1, Batch: 1, Throughput: 10}},
+			PullView{Holds: holdsOf("", "x"), Bound: 1, OutOfOrder: true, LoadSeconds: func(string) float64 { return 0.25 }}, []Grant{{1, 0}}},
+		{"with load times, loads once a load is sooner", waiting("x", "x", "x"), []Slot{{Batch: 1, Throughput: 10}, {InFlight: 1, Batch: 1, Throughput: 10}},
+			PullView{Holds: holdsOf("", "x"), Bound: 9, OutOfOrder: true, LoadSeconds: func(string) float64 { return 0.25 }}, []Grant{{2, 0}}},
+		{"with load times, waits within half the SLO only", waiting("x", "x"), []Slot{{Batch: 1, Throughput: 10}, {InFlight: 1, Batch: 1, Throughput: 10}},
+			PullView{Holds: holdsOf("", "x"), Bound: 9, OutOfOrder: true, LoadSeconds: func(string) float64 { return 5 }, SLO: 0.3}, []Grant{{1, 0}}},
+		{"a model of unknown load time keeps the bound", waiting("x", "x"), []Slot{{Batch: 1, Throughput: 10}, {InFlight: 1, Batch: 1, Throughput: 10}},
+			PullView{Holds: holdsOf("", "x"), Bound: 1, OutOfOrder: true, LoadSeconds: func(string) float64 { return 0 }}, []Grant{{1, 0}}},
 		{"a holder of unknown slice is preferred below the bound", waiting("x"), []Slot{{}, {InFlight: 1}},
 			PullView{Holds: holdsOf("", "x"), Bound: 2}, []Grant{{0, 1}}},
 		{"a holder of unknown slice at the bound: the least loaded", waiting("x"), []Slot{{}, {InFlight: 2}},

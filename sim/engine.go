@@ -472,6 +472,15 @@ func (e *Engine) loadModel(r *replica, name string) {
 	e.after(e.loadTime(m, o), event{kind: evModelLoaded, rep: r, n: int32(i)})
 }
 
+// loadSeconds is a model's profiled load time, as the provider's proxy
+// knows it (scheduler.PullView.LoadSeconds); 0 for one it does not know.
+func (e *Engine) loadSeconds(name string) float64 {
+	if i, ok := e.modelIndex[name]; ok {
+		return e.models[i].load.Seconds()
+	}
+	return 0
+}
+
 func (e *Engine) loadTime(m modelInfo, o cache.Outcome) time.Duration {
 	switch o {
 	case cache.Hit:

@@ -450,9 +450,11 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	}
 	head := f.d.queue()[:min(q, pullLookahead+8*room)]
 	view := scheduler.PullView{
-		Holds:      func(i int, m string) bool { return e.cache.Holds(p.serving[i].id, m) },
-		Bound:      f.d.bound,
-		OutOfOrder: true,
+		Holds:       func(i int, m string) bool { return e.cache.Holds(p.serving[i].id, m) },
+		Bound:       f.d.bound,
+		OutOfOrder:  true,
+		LoadSeconds: e.loadSeconds,
+		SLO:         e.planSLO(e.wl.Functions[f.idx].SLO).Seconds(),
 	}
 	p.grants = scheduler.Pull(head, p.slots, view, p.grants[:0])
 	if len(p.grants) == 0 {
