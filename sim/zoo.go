@@ -32,7 +32,8 @@ var zooDraws = []familyDraw{
 	{"zoo", 20270201, "za"},  // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
 	{"zoo2", 20270202, "zb"}, // after zoo's first run (main and the lost hold, which was not kept) and before any fix of what it showed: the blind check of that fix
 	{"zoo3", 20270203, "zc"}, // after zoo2 was the blind check of the cache floor and its runs were traced (zb01's flap): first run as the blind check of a mix slice timed halfway to its slowest model (not kept)
-	{"zoo4", 20270204, "zd"}, // after zoo3 was the blind check of the halfway timing (not kept): the blind check of what is tuned next
+	{"zoo4", 20270204, "zd"}, // after zoo3 was the blind check of the halfway timing (not kept): first run as the blind check of models placed in idle time with the wait for holders by load time (kept)
+	{"zoo5", 20270205, "ze"}, // after zoo4 was the blind check of models placed in idle time: the blind check of what is tuned next
 }
 
 // zooCount is how many workloads a zoo draw holds.
