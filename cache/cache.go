@@ -177,14 +177,25 @@ func (c *Cache) Fill(id, name string, bytes int64, now time.Time) bool {
 		return false
 	}
 	// Least recently used of what it holds: no request asked for it yet.
-	r.byName[name] = r.lru.PushBack(&model{name: name, bytes: bytes})
+	c.holdLocked(r, name, bytes, false, now)
+	return true
+}
+
+// holdLocked puts model name (bytes) in replica r's memory, most recently
+// used (front) or least, and indexes it on r's GPU and node.
+func (c *Cache) holdLocked(r *replica, name string, bytes int64, front bool, now time.Time) {
+	m := &model{name: name, bytes: bytes}
+	if front {
+		r.byName[name] = r.lru.PushFront(m)
+	} else {
+		r.byName[name] = r.lru.PushBack(m)
+	}
 	r.used += bytes
 	if c.onGPU[name] == nil {
 		c.onGPU[name] = map[string]int{}
 	}
 	c.onGPU[name][r.gpu]++
 	c.rememberLocked(r.node, name, now)
-	return true
 }
 
 // Use records that replica id serves model name (bytes in GPU memory): a
@@ -222,13 +233,7 @@ func (c *Cache) Use(id, name string, bytes int64, now time.Time) (Outcome, []str
 		evicted = append(evicted, m.name)
 		c.stats.ModelEvictions++
 	}
-	r.byName[name] = r.lru.PushFront(&model{name: name, bytes: bytes})
-	r.used += bytes
-	if c.onGPU[name] == nil {
-		c.onGPU[name] = map[string]int{}
-	}
-	c.onGPU[name][r.gpu]++
-	c.rememberLocked(r.node, name, now)
+	c.holdLocked(r, name, bytes, true, now)
 	return outcome, evicted
 }
 
@@ -265,14 +270,7 @@ func (c *Cache) Report(id string, models []string, now time.Time) bool {
 			r.lru.MoveToFront(e)
 			continue
 		}
-		b := sizes[name]
-		r.byName[name] = r.lru.PushFront(&model{name: name, bytes: b})
-		r.used += b
-		if c.onGPU[name] == nil {
-			c.onGPU[name] = map[string]int{}
-		}
-		c.onGPU[name][r.gpu]++
-		c.rememberLocked(r.node, name, now)
+		c.holdLocked(r, name, sizes[name], true, now)
 	}
 	return true
 }

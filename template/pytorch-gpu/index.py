@@ -243,12 +243,9 @@ class ModelCache:
             if name in self.models:
                 self.models.move_to_end(name, last=False)
                 return self.models[name][0]
-        dev = self.cfg.device
         while True:
-            before = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
-            start = time.monotonic()
             try:
-                model = self._load(name, dev)
+                model, size, seconds = self._load_measured(name)
             except torch.cuda.OutOfMemoryError:
                 # Under MPS the memory limit is the driver's: the first sign of
                 # it is a failed allocation. Make room and try again.
@@ -262,10 +259,7 @@ class ModelCache:
             except Exception:
                 self.metrics.count(self.metrics.load_failures, name)
                 raise
-            seconds = time.monotonic() - start
             break
-        size = (torch.cuda.memory_allocated(dev) - before) if dev.type == "cuda" else 0
-        size = size if size > 0 else model_bytes(model)
         if self.limit is not None and size > self.limit:
             del model
             self._free()
@@ -277,11 +271,25 @@ class ModelCache:
         with self.lock:
             self.models[name] = (model, size)
             self.models.move_to_end(name, last=False)
+        self._loaded(name, size, seconds, "model loaded")
+        return model
+
+    def _load_measured(self, name):
+        """Loads the model named on the device: (model, bytes it takes,
+        seconds the load took). Errors are the caller's to count."""
+        dev = self.cfg.device
+        before = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
+        start = time.monotonic()
+        model = self._load(name, dev)
+        seconds = time.monotonic() - start
+        size = (torch.cuda.memory_allocated(dev) - before) if dev.type == "cuda" else 0
+        return model, (size if size > 0 else model_bytes(model)), seconds
+
+    def _loaded(self, name, size, seconds, msg):
         with self.metrics.lock:
             self.metrics.load_seconds[name] = seconds
             self.metrics.loads[name] += 1
-        log("model loaded", model=name, device=str(dev), bytes=size, load_seconds=round(seconds, 4), resident=self.names())
-        return model
+        log(msg, model=name, device=str(self.cfg.device), bytes=size, load_seconds=round(seconds, 4), resident=self.names())
 
     def fill(self, name):
         """Loads the model named into the room the resident ones leave,
@@ -292,11 +300,8 @@ class ModelCache:
             with self.lock:
                 if name in self.models:
                     return
-            dev = self.cfg.device
-            before = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
-            start = time.monotonic()
             try:
-                model = self._load(name, dev)
+                model, size, seconds = self._load_measured(name)
             except torch.cuda.OutOfMemoryError:
                 self._free()
                 self.metrics.count(self.metrics.load_failures, name)
@@ -304,9 +309,6 @@ class ModelCache:
             except Exception:
                 self.metrics.count(self.metrics.load_failures, name)
                 raise
-            seconds = time.monotonic() - start
-            size = (torch.cuda.memory_allocated(dev) - before) if dev.type == "cuda" else 0
-            size = size if size > 0 else model_bytes(model)
             with self.lock:
                 fits = name in self.models or self.limit is None or sum(b for _, b in self.models.values()) + size <= self.limit
                 if fits and name not in self.models:
@@ -317,10 +319,7 @@ class ModelCache:
                 self.metrics.count(self.metrics.load_failures, name)
                 raise NoRoom("model %s needs %d bytes; %d of %s in use by %s"
                              % (name, size, self.total(), self._limit_text(), ",".join(self.names())))
-            with self.metrics.lock:
-                self.metrics.load_seconds[name] = seconds
-                self.metrics.loads[name] += 1
-            log("model loaded in idle time", model=name, device=str(dev), bytes=size, load_seconds=round(seconds, 4), resident=self.names())
+            self._loaded(name, size, seconds, "model loaded in idle time")
 
     def _limit_text(self):
         return "%d bytes" % self.limit if self.limit is not None else "(none)"

@@ -179,6 +179,25 @@ def infer(batch):
 // TestGPUTemplate is issue 15: the pytorch-gpu template with a real
 // PyTorch model (torchvision, random weights, on CPU), from faas-cli new
 // through the real gateway to a profile.
+// modelList reads a replica's answer to GET or POST /_/models: its
+// models' names and bytes, most recently used first.
+func modelList(t *testing.T, r result) (names []string, bytes []int64) {
+	t.Helper()
+	var got struct {
+		Models []struct {
+			Name  string `json:"name"`
+			Bytes int64  `json:"bytes"`
+		} `json:"models"`
+	}
+	if r.Code != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+		t.Fatalf("/_/models: want 200 and the list as JSON, got %s", r)
+	}
+	for _, m := range got.Models {
+		names, bytes = append(names, m.Name), append(bytes, m.Bytes)
+	}
+	return names, bytes
+}
+
 func TestGPUTemplate(t *testing.T) {
 	pyDir := torchPython(t)
 	gatewayBin.get(t)
@@ -339,22 +358,11 @@ functions:
 	t.Run("two models by X-Model, evicted within the memory limit", func(t *testing.T) {
 		resident := func(t *testing.T) []string {
 			t.Helper()
-			r := mustDo(t, hc, http.MethodGet, fnURL+"/_/models", nil, nil, nil)
-			var got struct {
-				Models []struct {
-					Name  string `json:"name"`
-					Bytes int64  `json:"bytes"`
-				} `json:"models"`
-			}
-			if r.Code != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
-				t.Fatalf("GET /_/models: want 200 JSON, got %s", r)
-			}
-			var names []string
-			for _, m := range got.Models {
-				if m.Bytes <= 0 || m.Bytes > 48<<20 {
-					t.Errorf("/_/models: %s takes %d bytes, want 1 to 48Mi", m.Name, m.Bytes)
+			names, bytes := modelList(t, mustDo(t, hc, http.MethodGet, fnURL+"/_/models", nil, nil, nil))
+			for i, b := range bytes {
+				if b <= 0 || b > 48<<20 {
+					t.Errorf("/_/models: %s takes %d bytes, want 1 to 48Mi", names[i], b)
 				}
-				names = append(names, m.Name)
 			}
 			return names
 		}
@@ -397,24 +405,8 @@ functions:
 			t.Helper()
 			return mustDo(t, hc, http.MethodPost, fnURL+"/_/models", []byte(body), nil, map[string]string{"Content-Type": "application/json"})
 		}
-		names := func(t *testing.T, r result) []string {
-			t.Helper()
-			var got struct {
-				Models []struct {
-					Name string `json:"name"`
-				} `json:"models"`
-			}
-			if r.Code != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
-				t.Fatalf("want 200 and the list as JSON, got %s", r)
-			}
-			var out []string
-			for _, m := range got.Models {
-				out = append(out, m.Name)
-			}
-			return out
-		}
 		before := metrics(t)
-		if got := names(t, load(t, `{"model": "squeezenet1_1"}`)); strings.Join(got, ",") != "mobilenet_v3_small,squeezenet1_1" {
+		if got, _ := modelList(t, load(t, `{"model": "squeezenet1_1"}`)); strings.Join(got, ",") != "mobilenet_v3_small,squeezenet1_1" {
 			t.Errorf("after loading squeezenet1_1: want mobilenet_v3_small,squeezenet1_1 (the load least recently used), got %v", got)
 		}
 		if r := load(t, `{"model": "resnet18"}`); r.Code != http.StatusInsufficientStorage {
