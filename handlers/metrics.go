@@ -18,7 +18,7 @@ type collector struct {
 	pending                                             *prometheus.Desc
 	cacheHits, cacheNodeHits, cacheMisses, evictions    *prometheus.Desc
 	decisions, decisionSeconds, autoscaler              *prometheus.Desc
-	startupSeconds, modelLoadSeconds                    *prometheus.Desc
+	startupSeconds, modelLoadSeconds, idleLoads         *prometheus.Desc
 	quarantined                                         *prometheus.Desc
 }
 
@@ -58,13 +58,14 @@ func NewCollector(reporter GPUReporter) prometheus.Collector {
 		autoscaler:       d("autoscaler_actions_total", "Autoscaler decisions applied, by direction: up adds replicas, down removes some (to zero included).", "function", "namespace", "direction"),
 		startupSeconds:   d("replica_startup_seconds", "Time from a replica's placement (Kubernetes: its pod's creation, to the second) to ready: for a process or a pod mostly its model load; an emulated replica is ready at once and loads on its first request."),
 		quarantined:      d("state_records_quarantined_total", "State records (local mode) that could not be read at start-up and were moved to the state dir's quarantine folder; the rest is served."),
+		idleLoads:        d("idle_model_loads_total", "Models the provider asked replicas to load in their idle time (POST /_/models), by outcome: loaded, no_room (it would have had to evict), not_spoken (the replica does not take loads; it is asked no more), failed.", "outcome"),
 		modelLoadSeconds: d("model_load_duration_seconds", "Model loads whose duration the provider knows, by source: cold (a cache miss) or node (the node tier); emulated replicas only, as a process or a pod loads its model unseen (see replica_startup_seconds).", "source"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.smAllocated, c.memAllocated, c.memCapacity, c.gpuReplicas, c.fnReplicas, c.fnSlice, c.fnRate, c.fnSLO, c.fnParked, c.pending,
-		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds, c.quarantined} {
+		c.cacheHits, c.cacheNodeHits, c.cacheMisses, c.evictions, c.decisions, c.decisionSeconds, c.autoscaler, c.startupSeconds, c.modelLoadSeconds, c.idleLoads, c.quarantined} {
 		ch <- d
 	}
 }
@@ -150,6 +151,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	histogram(c.startupSeconds, st.StartupSeconds)
 	for source, h := range st.ModelLoadSeconds {
 		histogram(c.modelLoadSeconds, h, source)
+	}
+	for outcome, n := range st.IdleLoads {
+		counter(c.idleLoads, float64(n), outcome)
 	}
 	for _, a := range st.Autoscaler {
 		counter(c.autoscaler, float64(a.Up), a.Function, a.Namespace, "up")

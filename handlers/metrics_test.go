@@ -322,3 +322,22 @@ faas_gpu_gpu_replicas{gpu="g",node="n",state="standby"} 1
 		t.Fatal(err)
 	}
 }
+
+// Loads in idle time are counted by outcome, and none asked is no series.
+func TestIdleModelLoadsExported(t *testing.T) {
+	rep := fixedReport{Stats: scheduler.Stats{IdleLoads: map[string]uint64{scheduler.IdleLoadDone: 3, scheduler.IdleLoadNoRoom: 1}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(handlers.NewCollector(rep))
+	want := `
+# HELP faas_gpu_idle_model_loads_total Models the provider asked replicas to load in their idle time (POST /_/models), by outcome: loaded, no_room (it would have had to evict), not_spoken (the replica does not take loads; it is asked no more), failed.
+# TYPE faas_gpu_idle_model_loads_total counter
+faas_gpu_idle_model_loads_total{outcome="loaded"} 3
+faas_gpu_idle_model_loads_total{outcome="no_room"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "faas_gpu_idle_model_loads_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(handlers.NewCollector(fixedReport{}), "faas_gpu_idle_model_loads_total"); n != 0 {
+		t.Fatalf("idle load series with none asked = %d, want none", n)
+	}
+}

@@ -59,6 +59,7 @@ func (b *Backend) sendLoadsLocked(st *state) {
 			ctx, cancel := context.WithTimeout(b.ctx, modelload.Timeout)
 			defer cancel()
 			l, err := modelload.Load(ctx, loadClient, url, model)
+			st.stats.IdleLoaded(modelload.Outcome(err))
 			switch {
 			case errors.Is(err, modelload.ErrNotSpoken):
 				b.takesNoLoads.Store(uid, true)

@@ -14,6 +14,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
 	"github.com/faas-gpu/faas-gpu/profiles"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -56,10 +57,11 @@ func TestModelLoadsReachTheBookingsPod(t *testing.T) {
 		status  int  // the pod's answer to the load
 		holds   bool // the booking holds the model after
 		noLoads bool
+		outcome string // counted (faas_gpu_idle_model_loads_total)
 	}{
-		{"the pod loads it", http.StatusOK, true, false},
-		{"no room in the pod", http.StatusInsufficientStorage, false, false},
-		{"the pod does not speak", http.StatusNotFound, false, true},
+		{"the pod loads it", http.StatusOK, true, false, scheduler.IdleLoadDone},
+		{"no room in the pod", http.StatusInsufficientStorage, false, false, scheduler.IdleLoadNoRoom},
+		{"the pod does not speak", http.StatusNotFound, false, true, scheduler.IdleLoadNotSpoken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +128,12 @@ func TestModelLoadsReachTheBookingsPod(t *testing.T) {
 				if n := asked.Load(); n != 1 {
 					t.Fatalf("asked %d times, want once", n)
 				}
+			}
+			for st.stats.Stats().IdleLoads[tt.outcome] == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("idle loads counted %v, want one %s", st.stats.Stats().IdleLoads, tt.outcome)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 			b.mu.Lock()
 			b.feedModels(st, now)

@@ -41,6 +41,7 @@ func (b *Backend) loadModelLocked(e lifecycle.Effect) {
 			}
 		}()
 		l, err := modelload.Load(ctx, loadClient, url, model)
+		b.stats.IdleLoaded(modelload.Outcome(err))
 		switch {
 		case errors.Is(err, modelload.ErrNotSpoken):
 			r.takesNoLoads.Store(true)

@@ -11,6 +11,7 @@ import (
 	"github.com/faas-gpu/faas-gpu/gpu"
 	"github.com/faas-gpu/faas-gpu/handlers"
 	"github.com/faas-gpu/faas-gpu/lifecycle"
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -28,11 +29,12 @@ func TestReplicasLoadModelsInTheirIdleTime(t *testing.T) {
 		holds   bool   // the model, once the load is through
 		logged  string // the backend's line once the load is through
 		noLoads bool   // not asked again
+		outcome string // counted (faas_gpu_idle_model_loads_total)
 	}{
-		{name: "an emulated worker", holds: true, logged: "model loaded in idle time"},
-		{name: "a process that speaks", env: map[string]string{"HTTPFN_MODELS": "fn"}, holds: true, logged: "model loaded in idle time"},
-		{name: "a process with no room", env: map[string]string{"HTTPFN_MODELS": "fn", "HTTPFN_ROOM": "1"}, logged: "model not loaded"},
-		{name: "a process that does not speak", env: map[string]string{}, logged: "replica takes no model loads in its idle time", noLoads: true},
+		{name: "an emulated worker", holds: true, logged: "model loaded in idle time", outcome: scheduler.IdleLoadDone},
+		{name: "a process that speaks", env: map[string]string{"HTTPFN_MODELS": "fn"}, holds: true, logged: "model loaded in idle time", outcome: scheduler.IdleLoadDone},
+		{name: "a process with no room", env: map[string]string{"HTTPFN_MODELS": "fn", "HTTPFN_ROOM": "1"}, logged: "model not loaded", outcome: scheduler.IdleLoadNoRoom},
+		{name: "a process that does not speak", env: map[string]string{}, logged: "replica takes no model loads in its idle time", noLoads: true, outcome: scheduler.IdleLoadNotSpoken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +87,9 @@ func TestReplicasLoadModelsInTheirIdleTime(t *testing.T) {
 			}
 			if got := r.takesNoLoads.Load(); got != tt.noLoads {
 				t.Errorf("takes no loads: %v, want %v", got, tt.noLoads)
+			}
+			if got := b.stats.Stats().IdleLoads; len(got) != 1 || got[tt.outcome] != 1 {
+				t.Errorf("idle loads counted %v, want one %s", got, tt.outcome)
 			}
 		})
 	}

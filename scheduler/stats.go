@@ -21,6 +21,9 @@ type Stats struct {
 	// knows, by source (ModelLoadCold, ModelLoadNode); absent where it
 	// knows none (a process or pod loads its model unseen).
 	ModelLoadSeconds map[string]Histogram `json:"modelLoadSeconds,omitempty"`
+	// IdleLoads counts the loads in idle time asked of replicas
+	// (lifecycle.LoadModel), by outcome (IdleLoadDone, ...).
+	IdleLoads map[string]uint64 `json:"idleLoads,omitempty"`
 	// Autoscaler lists the functions the autoscaler manages or changed.
 	Autoscaler []ScaleActions `json:"autoscaler"`
 }
@@ -55,6 +58,18 @@ const (
 	ModelLoadCold = "cold"
 	// ModelLoadNode: from the node tier (host memory or local disk).
 	ModelLoadNode = "node"
+)
+
+// Outcomes of a load in idle time, Stats.IdleLoads.
+const (
+	// IdleLoadDone: the replica loaded the model.
+	IdleLoadDone = "loaded"
+	// IdleLoadNoRoom: it had no room without evicting (507).
+	IdleLoadNoRoom = "no_room"
+	// IdleLoadNotSpoken: it does not take loads; it is asked no more.
+	IdleLoadNotSpoken = "not_spoken"
+	// IdleLoadFailed: any other answer, or none.
+	IdleLoadFailed = "failed"
 )
 
 // Histogram counts observations, in seconds, into fixed buckets: the shape
@@ -115,11 +130,12 @@ type StatsRecorder struct {
 	decisions Decisions
 	startup   Histogram
 	loads     map[string]*Histogram
+	idleLoads map[string]uint64
 }
 
 // NewStatsRecorder starts with nothing counted.
 func NewStatsRecorder() *StatsRecorder {
-	return &StatsRecorder{decisions: Decisions{Seconds: newHistogram(decisionBounds)}, startup: newHistogram(loadBounds), loads: map[string]*Histogram{}}
+	return &StatsRecorder{decisions: Decisions{Seconds: newHistogram(decisionBounds)}, startup: newHistogram(loadBounds), loads: map[string]*Histogram{}, idleLoads: map[string]uint64{}}
 }
 
 // Placed counts one Place call that returned evicted and err after took.
@@ -158,12 +174,26 @@ func (r *StatsRecorder) Loaded(source string, d time.Duration) {
 	h.Observe(d)
 }
 
+// IdleLoaded counts a load in idle time asked of a replica, by outcome
+// (IdleLoadDone, IdleLoadNoRoom, IdleLoadNotSpoken, IdleLoadFailed).
+func (r *StatsRecorder) IdleLoaded(outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.idleLoads[outcome]++
+}
+
 // Stats is a copy of the counts; the backend adds Autoscaler.
 func (r *StatsRecorder) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Stats{Decisions: r.decisions, StartupSeconds: r.startup.clone(), Autoscaler: []ScaleActions{}}
 	s.Decisions.Seconds = r.decisions.Seconds.clone()
+	if len(r.idleLoads) > 0 {
+		s.IdleLoads = make(map[string]uint64, len(r.idleLoads))
+		for o, n := range r.idleLoads {
+			s.IdleLoads[o] = n
+		}
+	}
 	if len(r.loads) > 0 {
 		s.ModelLoadSeconds = make(map[string]Histogram, len(r.loads))
 		for src, h := range r.loads {

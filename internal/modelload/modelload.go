@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 // Path is where a replica that speaks the protocol lists its models
@@ -116,4 +118,18 @@ func Load(ctx context.Context, client *http.Client, base, model string) (List, e
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	return List{}, fmt.Errorf("load %s: POST %s answered %d: %s", model, Path, resp.StatusCode, strings.TrimSpace(string(msg)))
+}
+
+// Outcome names what Load's err says for the provider's metrics
+// (scheduler.Stats.IdleLoads).
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return scheduler.IdleLoadDone
+	case errors.Is(err, ErrNoRoom):
+		return scheduler.IdleLoadNoRoom
+	case errors.Is(err, ErrNotSpoken):
+		return scheduler.IdleLoadNotSpoken
+	}
+	return scheduler.IdleLoadFailed
 }

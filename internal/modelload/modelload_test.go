@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/faas-gpu/faas-gpu/scheduler"
 )
 
 func TestDecode(t *testing.T) {
@@ -43,14 +45,15 @@ func TestLoad(t *testing.T) {
 		want    []string
 		wantErr error // nil: none expected, unless other
 		other   bool  // some other error
+		outcome string
 	}{
-		{"loaded", http.StatusOK, `{"models": [{"name": "own"}, {"name": "vgg16"}]}`, []string{"own", "vgg16"}, nil, false},
-		{"no room", http.StatusInsufficientStorage, "full", nil, ErrNoRoom, false},
-		{"not spoken: 404", http.StatusNotFound, "", nil, ErrNotSpoken, false},
-		{"not spoken: 405", http.StatusMethodNotAllowed, "", nil, ErrNotSpoken, false},
-		{"not spoken: 501", http.StatusNotImplemented, "", nil, ErrNotSpoken, false},
-		{"the replica's failure", http.StatusInternalServerError, "boom", nil, nil, true},
-		{"a 200 that is no list", http.StatusOK, "ok", nil, nil, true},
+		{"loaded", http.StatusOK, `{"models": [{"name": "own"}, {"name": "vgg16"}]}`, []string{"own", "vgg16"}, nil, false, scheduler.IdleLoadDone},
+		{"no room", http.StatusInsufficientStorage, "full", nil, ErrNoRoom, false, scheduler.IdleLoadNoRoom},
+		{"not spoken: 404", http.StatusNotFound, "", nil, ErrNotSpoken, false, scheduler.IdleLoadNotSpoken},
+		{"not spoken: 405", http.StatusMethodNotAllowed, "", nil, ErrNotSpoken, false, scheduler.IdleLoadNotSpoken},
+		{"not spoken: 501", http.StatusNotImplemented, "", nil, ErrNotSpoken, false, scheduler.IdleLoadNotSpoken},
+		{"the replica's failure", http.StatusInternalServerError, "boom", nil, nil, true, scheduler.IdleLoadFailed},
+		{"a 200 that is no list", http.StatusOK, "ok", nil, nil, true, scheduler.IdleLoadFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +70,9 @@ func TestLoad(t *testing.T) {
 			}))
 			defer srv.Close()
 			l, err := Load(context.Background(), srv.Client(), srv.URL+"/", "vgg16")
+			if got := Outcome(err); got != tt.outcome {
+				t.Errorf("Outcome = %q, want %q", got, tt.outcome)
+			}
 			if asked.Model != "vgg16" {
 				t.Errorf("asked to load %q, want vgg16", asked.Model)
 			}
