@@ -634,8 +634,15 @@ type providerBackend interface {
 // orchestration for /system/info: Kubernetes when given a kubeconfig or
 // running in a pod (GPUs come from the Nodes), local otherwise (GPUs from
 // -inventory, NVML or the built-in server).
-// The leader's rise pass asks the shared load whether standbys report.
-var _ k8s.StandbyLoadSource = (*handlers.LoadShare)(nil)
+// The leader's rise pass asks the shared load whether standbys report;
+// its tick plans a multi-model function's mix and corrects its capacity
+// with the SLO misses from the leader's own counts. Without these the
+// Kubernetes backend would silently plan neither (k8s/loop.go observe).
+var (
+	_ k8s.StandbyLoadSource = (*handlers.LoadShare)(nil)
+	_ k8s.ModelLoadSource   = (*handlers.LoadShare)(nil)
+	_ k8s.SLOLoadSource     = (*handlers.LoadShare)(nil)
+)
 
 func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook, shared *handlers.LoadShare, log *zap.Logger) (providerBackend, string, error) {
 	rest, onK8s, err := k8s.RestConfig(o.kubeconfig)

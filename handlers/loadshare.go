@@ -95,6 +95,14 @@ func (s *LoadShare) Load(ns, name string) (requests uint64, last time.Time, queu
 // requests it proxied itself.
 func (s *LoadShare) SLO(ns, name string) (served, missed uint64) { return s.book.SLO(ns, name) }
 
+// Models is this instance's counts of function ns/name's requests by
+// model and its replicas' model loads (LoadBook.Models): standbys report
+// requests without their models, so a leader plans a multi-model
+// function's mix from the requests it proxied itself.
+func (s *LoadShare) Models(ns, name string) (byModel map[string]uint64, loads uint64) {
+	return s.book.Models(ns, name)
+}
+
 // Reporting tells whether some standby reported within the ttl: then part
 // of every function's count arrives in lumps, once a report interval, and
 // a pass that reads counts over a shorter interval (the core's Rise)

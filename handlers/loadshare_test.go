@@ -177,3 +177,20 @@ func TestLoadShareReporting(t *testing.T) {
 		t.Fatal("still reporting 4 s after the last report, with a 3 s ttl")
 	}
 }
+
+// The leader plans a multi-model function's mix from the requests by
+// model it proxied itself: a standby's report carries no models and
+// changes none of them.
+func TestLoadShareModelsAreTheLeadersOwn(t *testing.T) {
+	book := NewLoadBook()
+	share := NewLoadShare(book, time.Minute)
+	book.RequestModel("openfaas-fn", "zoo", "vgg16")
+	book.RequestModel("openfaas-fn", "zoo", "vgg16")
+	book.RequestModel("openfaas-fn", "zoo", "alexnet")
+	book.Loaded("openfaas-fn", "zoo")
+	share.Add(LoadReport{From: "b", Functions: []FunctionLoadReport{{Namespace: "openfaas-fn", Name: "zoo", Requests: 50}}})
+	byModel, loads := share.Models("openfaas-fn", "zoo")
+	if byModel["vgg16"] != 2 || byModel["alexnet"] != 1 || len(byModel) != 2 || loads != 1 {
+		t.Fatalf("Models = %v, %d loads; want vgg16 2, alexnet 1 and 1 load", byModel, loads)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/openfaas/faas-provider/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -207,5 +209,113 @@ func TestReportedModelsSteerPlacement(t *testing.T) {
 	}
 	if got != holderGPU {
 		t.Fatalf("near placed on %s, want %s where holder's pod holds vgg16 (filler is on %s)", got, holderGPU, fillerGPU)
+	}
+}
+
+// A multi-model function's pods are asked to load the models of its mix
+// in their idle time (POST /_/models), through the real leader's loop:
+// the requests the proxy counts by X-Model make the mix, the core's tick
+// places a model in the pod's free room, the loop sends it to the pod,
+// and the pod's answer reaches /system/gpus under its booking. The pod
+// stand-in holds only what it is asked to load: requests load nothing.
+func TestPodsLoadTheMixInIdleTime(t *testing.T) {
+	requireNodes(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, "loads", "-k8s-function-port", strconv.Itoa(port))
+	p.leads(t, 10*time.Second)
+	defer cleanUp(t, p)
+
+	ann := map[string]string{"com.openfaas.gpu.model": "alexnet", "com.openfaas.gpu.slo": "2s", "com.openfaas.gpu.memory": "8Gi"}
+	lbl := map[string]string{"com.openfaas.scale.min": "1", "com.openfaas.scale.max": "1"}
+	p.deploy(t, types.FunctionDeployment{Service: "zoo", Image: "ghcr.io/example/zoo:1", Annotations: &ann, Labels: &lbl})
+	p.ready(t, "zoo", 1, 30*time.Second)
+
+	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=zoo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	for i := range list.Items {
+		if q := &list.Items[i]; q.Status.PodIP != "" && q.DeletionTimestamp == nil && q.Status.Phase == corev1.PodRunning {
+			pod = q
+		}
+	}
+	if pod == nil {
+		t.Fatal("no running pod of zoo with an IP")
+	}
+	var (
+		mu     sync.Mutex
+		held   = []string{"alexnet"}
+		loaded []string
+	)
+	l, err := net.Listen("tcp", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("listen as pod %s: %v", pod.Name, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/_/models" && r.Method == http.MethodPost {
+			var ask struct {
+				Model string `json:"model"`
+			}
+			if json.NewDecoder(r.Body).Decode(&ask) != nil || ask.Model == "" {
+				http.Error(w, "no model", http.StatusBadRequest)
+				return
+			}
+			held = append(held, ask.Model)
+			loaded = append(loaded, ask.Model)
+		}
+		w.Header().Set("X-Faas-Gpu-Models", joinModels(held))
+		if r.URL.Path == "/_/models" {
+			type entry struct {
+				Name string `json:"name"`
+			}
+			var body struct {
+				Models []entry `json:"models"`
+			}
+			for _, m := range held {
+				body.Models = append(body.Models, entry{m})
+			}
+			_ = json.NewEncoder(w).Encode(body)
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	mix := []string{"alexnet", "resnet18", "mobilenet_v2"}
+	bookingModels := func() []string {
+		for _, n := range p.gpus(t).Nodes {
+			for _, g := range n.GPUs {
+				for _, r := range g.Replicas {
+					if r.Function == "zoo" {
+						return r.Models
+					}
+				}
+			}
+		}
+		return nil
+	}
+	err = poll(30*time.Second, func() bool {
+		for _, m := range mix {
+			req, _ := http.NewRequest(http.MethodPost, p.url+"/function/zoo", nil)
+			req.Header.Set("X-Model", m)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		models := bookingModels()
+		return slices.Contains(models, "resnet18") && slices.Contains(models, "mobilenet_v2")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		t.Fatalf("the booking shows %v after the pod was asked to load %v; want the mix placed", bookingModels(), loaded)
+	}
+	if len(loaded) < 2 || slices.Contains(loaded, "alexnet") {
+		t.Errorf("the pod was asked to load %v: want resnet18 and mobilenet_v2, not the model it holds", loaded)
 	}
 }
