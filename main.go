@@ -642,6 +642,9 @@ var (
 	_ k8s.StandbyLoadSource = (*handlers.LoadShare)(nil)
 	_ k8s.ModelLoadSource   = (*handlers.LoadShare)(nil)
 	_ k8s.SLOLoadSource     = (*handlers.LoadShare)(nil)
+	// Local mode reads the proxy's own book, for the same two.
+	_ local.ModelLoadSource = (*handlers.LoadBook)(nil)
+	_ local.SLOLoadSource   = (*handlers.LoadBook)(nil)
 )
 
 func newBackend(o *serveOptions, store *profiles.Store, load *handlers.LoadBook, shared *handlers.LoadShare, log *zap.Logger) (providerBackend, string, error) {
