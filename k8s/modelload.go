@@ -106,12 +106,12 @@ func (b *Backend) podOfBooking(st *state, fn, id string) *corev1.Pod {
 // ModelLoadSeconds is model's profiled load time on the cluster's main
 // GPU product (handlers.ModelLoadTimer); 0 when unknown.
 func (b *Backend) ModelLoadSeconds(model string) float64 {
+	if b.cfg.Profiles == nil {
+		return 0
+	}
 	product := ""
 	if p := b.product.Load(); p != nil {
 		product = *p
-	}
-	if b.cfg.Profiles == nil {
-		return 0
 	}
 	if prof, _, ok := b.cfg.Profiles.Lookup(model, product); ok {
 		return prof.LoadTime.Seconds()

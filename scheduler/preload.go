@@ -40,7 +40,8 @@ type ModelLoad struct {
 // timing, its mix, wait on the replica that loads it; a copy more of the
 // most requested model saves no load. The simulator's zoo suites measured
 // that loads while requests wait, not the slices' timing, were what their
-// steady loads missed on (docs/evaluation.md, "Placing models").
+// steady loads missed on (docs/evaluation.md, "Multi-model functions
+// drawn at random: the zoo suites" and "Models placed in idle time").
 //
 // mix is the function's models by share (shares ≤ 0 and models of unknown
 // size are left out: nothing to plan for); the result is in holder order.
