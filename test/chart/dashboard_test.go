@@ -68,6 +68,7 @@ func (sampleReporter) GPUReport(context.Context) (scheduler.ClusterReport, error
 		Functions: []scheduler.FunctionReport{{Name: "fn", Namespace: "openfaas-fn", SLO: "100ms", Replicas: 2, Ready: 1, Pending: 1}},
 		Stats: scheduler.Stats{
 			ModelLoadSeconds: map[string]scheduler.Histogram{scheduler.ModelLoadCold: {}},
+			IdleLoads:        map[string]uint64{scheduler.IdleLoadDone: 1},
 			Autoscaler:       []scheduler.ScaleActions{{Function: "fn", Namespace: "openfaas-fn", Up: 1}},
 		},
 	}, nil
