@@ -23,17 +23,7 @@ import (
 // others say nothing (404). It returns the pods' names, sorted.
 func protocolPods(t *testing.T, name string, port int, speaks func(pods []string) map[string][]string) []string {
 	t.Helper()
-	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []corev1.Pod
-	for _, p := range list.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			pods = append(pods, p)
-		}
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	pods := runningPods(t, name)
 	names := make([]string, len(pods))
 	for i, p := range pods {
 		names[i] = p.Name
@@ -54,22 +44,44 @@ func protocolPods(t *testing.T, name string, port int, speaks func(pods []string
 			}
 			w.Header().Set("X-Faas-Gpu-Models", joinModels(models))
 			if r.URL.Path == "/_/models" {
-				type entry struct {
-					Name string `json:"name"`
-				}
-				var body struct {
-					Models []entry `json:"models"`
-				}
-				for _, m := range models {
-					body.Models = append(body.Models, entry{m})
-				}
-				_ = json.NewEncoder(w).Encode(body)
+				writeModels(w, models)
 			}
 		})}
 		go func() { _ = srv.Serve(l) }()
 		t.Cleanup(func() { _ = srv.Close() })
 	}
 	return names
+}
+
+// runningPods are function name's running pods with an IP, by name.
+func runningPods(t *testing.T, name string) []corev1.Pod {
+	t.Helper()
+	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			pods = append(pods, p)
+		}
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+// writeModels answers a pod stand-in's /_/models: the protocol's list.
+func writeModels(w http.ResponseWriter, models []string) {
+	type entry struct {
+		Name string `json:"name"`
+	}
+	var body struct {
+		Models []entry `json:"models"`
+	}
+	for _, m := range models {
+		body.Models = append(body.Models, entry{m})
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 func joinModels(ms []string) string {
@@ -233,19 +245,11 @@ func TestPodsLoadTheMixInIdleTime(t *testing.T) {
 	p.deploy(t, types.FunctionDeployment{Service: "zoo", Image: "ghcr.io/example/zoo:1", Annotations: &ann, Labels: &lbl})
 	p.ready(t, "zoo", 1, 30*time.Second)
 
-	list, err := env.client.CoreV1().Pods(fnNS).List(context.Background(), metav1.ListOptions{LabelSelector: "faas_function=zoo"})
-	if err != nil {
-		t.Fatal(err)
+	pods := runningPods(t, "zoo")
+	if len(pods) != 1 {
+		t.Fatalf("%d running pods of zoo with an IP, want 1", len(pods))
 	}
-	var pod *corev1.Pod
-	for i := range list.Items {
-		if q := &list.Items[i]; q.Status.PodIP != "" && q.DeletionTimestamp == nil && q.Status.Phase == corev1.PodRunning {
-			pod = q
-		}
-	}
-	if pod == nil {
-		t.Fatal("no running pod of zoo with an IP")
-	}
+	pod := pods[0]
 	var (
 		mu     sync.Mutex
 		held   = []string{"alexnet"}
@@ -271,16 +275,7 @@ func TestPodsLoadTheMixInIdleTime(t *testing.T) {
 		}
 		w.Header().Set("X-Faas-Gpu-Models", joinModels(held))
 		if r.URL.Path == "/_/models" {
-			type entry struct {
-				Name string `json:"name"`
-			}
-			var body struct {
-				Models []entry `json:"models"`
-			}
-			for _, m := range held {
-				body.Models = append(body.Models, entry{m})
-			}
-			_ = json.NewEncoder(w).Encode(body)
+			writeModels(w, held)
 		}
 	})}
 	go func() { _ = srv.Serve(l) }()
