@@ -1,10 +1,7 @@
 package k8s
 
 import (
-	"context"
-	"errors"
 	"net"
-	"net/http"
 	"strconv"
 
 	"github.com/faas-gpu/faas-gpu/internal/modelload"
@@ -30,10 +27,6 @@ func (b *Backend) modelLoadsOf(name string) map[string]float64 {
 	return nil
 }
 
-// loadClient reaches pods for the model loads the core asks of them; each
-// load's own context bounds it.
-var loadClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-
 // sendLoadsLocked sends the model loads the core asked since the last
 // pass (lifecycle.LoadModel, docs/replica-protocol.md "POST /_/models")
 // to the pods their bookings are paired with (pairPods), each beside
@@ -56,24 +49,17 @@ func (b *Backend) sendLoadsLocked(st *state) {
 		url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(podPort(pod, b.cfg.FunctionPort)))
 		name, uid, model := pod.Name, pod.UID, e.Model
 		go func() {
-			ctx, cancel := context.WithTimeout(b.ctx, modelload.Timeout)
-			defer cancel()
-			l, err := modelload.Load(ctx, loadClient, url, model)
-			st.stats.IdleLoaded(modelload.Outcome(err))
-			switch {
-			case errors.Is(err, modelload.ErrNotSpoken):
+			a := modelload.Ask(b.ctx, url, model, st.stats, b.log, zap.String("pod", name))
+			if a.NotSpoken {
 				b.takesNoLoads.Store(uid, true)
-				b.log.Info("pod takes no model loads in its idle time", zap.String("pod", name), zap.Error(err))
-				return
-			case err != nil:
-				b.log.Debug("model not loaded", zap.String("pod", name), zap.String("model", model), zap.Error(err))
+			}
+			if !a.Loaded {
 				return
 			}
-			b.ReplicaModels(name, l.Models)
-			if len(l.LoadSeconds) > 0 {
-				b.ReplicaModelLoads(name, l.LoadSeconds)
+			b.ReplicaModels(name, a.List.Models)
+			if len(a.List.LoadSeconds) > 0 {
+				b.ReplicaModelLoads(name, a.List.LoadSeconds)
 			}
-			b.log.Debug("model loaded in idle time", zap.String("pod", name), zap.String("model", model))
 		}()
 	}
 }
@@ -106,15 +92,9 @@ func (b *Backend) podOfBooking(st *state, fn, id string) *corev1.Pod {
 // ModelLoadSeconds is model's profiled load time on the cluster's main
 // GPU product (handlers.ModelLoadTimer); 0 when unknown.
 func (b *Backend) ModelLoadSeconds(model string) float64 {
-	if b.cfg.Profiles == nil {
-		return 0
-	}
 	product := ""
 	if p := b.product.Load(); p != nil {
 		product = *p
 	}
-	if prof, _, ok := b.cfg.Profiles.Lookup(model, product); ok {
-		return prof.LoadTime.Seconds()
-	}
-	return 0
+	return b.cfg.Profiles.LoadSeconds(model, product)
 }

@@ -63,9 +63,5 @@ func (c *Core) placeModels(fn *function, now time.Time, res *Result) {
 
 // loadDeadline is how long a LoadModel of model may take (loadGrace).
 func (c *Core) loadDeadline(fn *function, model string) time.Duration {
-	d := loadGrace
-	if prof, _, ok := c.opts.Profiles.Lookup(model, fn.plan.Profile.GPU); ok {
-		d += 2 * prof.LoadTime
-	}
-	return d
+	return loadGrace + time.Duration(2*c.opts.Profiles.LoadSeconds(model, fn.plan.Profile.GPU)*float64(time.Second))
 }

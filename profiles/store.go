@@ -83,8 +83,27 @@ func (s *Store) Lookup(model, product string) (p *Profile, fb Fallback, ok bool)
 	if len(byProduct) == 0 {
 		return nil, Fallback{}, false
 	}
-	other := slices.Sorted(maps.Keys(byProduct))[0]
+	// The first other product by name, found without sorting: the proxy
+	// looks models up per dispatch (LoadSeconds).
+	other := ""
+	for k := range byProduct {
+		if other == "" || k < other {
+			other = k
+		}
+	}
 	return byProduct[other], Fallback{Requested: product, Measured: other}, true
+}
+
+// LoadSeconds is model's profiled load time on product (Lookup's
+// fallback included), in seconds; 0 where it has no profile, or s is nil.
+func (s *Store) LoadSeconds(model, product string) float64 {
+	if s == nil {
+		return 0
+	}
+	if p, _, ok := s.Lookup(model, product); ok {
+		return p.LoadTime.Seconds()
+	}
+	return 0
 }
 
 // Models lists the models that have at least one profile, sorted.

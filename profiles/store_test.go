@@ -7,10 +7,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func profileOn(model, product string, latency float64) Profile {
 	return Profile{Model: model, GPU: product, Points: []Point{{Batch: 1, SM: 10, Quota: 100, Latency: latency}}}
+}
+
+func withLoad(p Profile, d time.Duration) Profile {
+	p.LoadTime = d
+	return p
 }
 
 func TestStoreLookup(t *testing.T) {
@@ -18,7 +24,7 @@ func TestStoreLookup(t *testing.T) {
 	for _, p := range []Profile{
 		profileOn("resnet50", "V100", 20),
 		profileOn("resnet50", "T4", 40),
-		profileOn("resnet50", "A100", 10),
+		withLoad(profileOn("resnet50", "A100", 10), 2*time.Second),
 		profileOn("vgg16", "V100", 5),
 	} {
 		if err := s.Add(p); err != nil {
@@ -56,6 +62,17 @@ func TestStoreLookup(t *testing.T) {
 				t.Errorf("fallback = %+v %q", fb, fb)
 			}
 		})
+	}
+	for _, tt := range []struct {
+		model, product string
+		want           float64
+	}{{"resnet50", "A100", 2}, {"resnet50", "H200", 2}, {"resnet50", "T4", 0}, {"bert", "V100", 0}} {
+		if got := s.LoadSeconds(tt.model, tt.product); got != tt.want {
+			t.Errorf("LoadSeconds(%s, %s) = %v, want %v", tt.model, tt.product, got, tt.want)
+		}
+	}
+	if got := (*Store)(nil).LoadSeconds("resnet50", "A100"); got != 0 {
+		t.Errorf("a nil store's LoadSeconds = %v, want 0", got)
 	}
 	if got := strings.Join(s.Models(), ","); got != "resnet50,vgg16" {
 		t.Errorf("Models() = %s", got)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/scheduler"
+	"go.uber.org/zap"
 )
 
 // Path is where a replica that speaks the protocol lists its models
@@ -132,4 +133,38 @@ func Outcome(err error) string {
 		return scheduler.IdleLoadNotSpoken
 	}
 	return scheduler.IdleLoadFailed
+}
+
+// client reaches replicas for the loads the provider asks of them; each
+// ask's own context bounds it, and the replicas are few and asked rarely,
+// so no connection is kept.
+var client = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// Asked is how one ask ended, for the backend that made it.
+type Asked struct {
+	// List is the replica's list once it loaded the model (Loaded).
+	List   List
+	Loaded bool
+	// NotSpoken: it does not take loads; ask it no more.
+	NotSpoken bool
+}
+
+// Ask is both backends' ask of a load in idle time: Load at base, within
+// Timeout of ctx, its outcome counted on stats and logged with the
+// replica (or pod) who names.
+func Ask(ctx context.Context, base, model string, stats *scheduler.StatsRecorder, log *zap.Logger, who zap.Field) Asked {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	l, err := Load(ctx, client, base, model)
+	stats.IdleLoaded(Outcome(err))
+	switch {
+	case errors.Is(err, ErrNotSpoken):
+		log.Info("replica takes no model loads in its idle time", who, zap.Error(err))
+		return Asked{NotSpoken: true}
+	case err != nil:
+		log.Debug("model not loaded", who, zap.String("model", model), zap.Error(err))
+		return Asked{}
+	}
+	log.Debug("model loaded in idle time", who, zap.String("model", model))
+	return Asked{List: l, Loaded: true}
 }
