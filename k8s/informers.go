@@ -212,7 +212,8 @@ func (b *Backend) listNamespaces() []string {
 	return b.scope.namespaces
 }
 
-// podDeleted forgets a gone pod's request counter, model and start-up.
+// podDeleted forgets a gone pod's request counter, models, whether it
+// takes model loads, and start-up.
 func (b *Backend) podDeleted(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -222,6 +223,7 @@ func (b *Backend) podDeleted(obj any) {
 		b.podSlice.Delete(p.UID)
 		b.podModel.Delete(p.Name)
 		b.podLoads.Delete(p.Name)
+		b.takesNoLoads.Delete(p.UID)
 		b.mu.Lock()
 		if b.st != nil {
 			delete(b.st.started, p.UID)

@@ -128,6 +128,10 @@ func TestModelLoadsReachTheBookingsPod(t *testing.T) {
 				if n := asked.Load(); n != 1 {
 					t.Fatalf("asked %d times, want once", n)
 				}
+				b.podDeleted(pod)
+				if _, kept := b.takesNoLoads.Load(pod.UID); kept {
+					t.Fatal("a deleted pod's refusal of loads is still kept")
+				}
 			}
 			for st.stats.Stats().IdleLoads[tt.outcome] == 0 {
 				if time.Now().After(deadline) {
