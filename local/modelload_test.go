@@ -47,11 +47,7 @@ func TestReplicasLoadModelsInTheirIdleTime(t *testing.T) {
 			defer b.Close(context.Background())
 			spec := fnSpec("fn", 30, 2<<30)
 			if tt.env != nil {
-				spec.Deployment.EnvProcess = httpfnBinary(t)
-				spec.Deployment.EnvVars = map[string]string{"mode": "http"}
-				for k, v := range tt.env {
-					spec.Deployment.EnvVars[k] = v
-				}
+				spec = asHTTPFn(t, spec, tt.env)
 			}
 			if err := b.Deploy(context.Background(), spec); err != nil {
 				t.Fatal(err)

@@ -113,12 +113,7 @@ func TestProcessReplicaModelsReachTheCache(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBackend(t, t.TempDir())
 			defer b.Close(context.Background())
-			spec := fnSpec("talker", 30, 2<<30)
-			spec.Deployment.EnvProcess = httpfnBinary(t)
-			spec.Deployment.EnvVars = map[string]string{"mode": "http"}
-			for k, v := range tt.env {
-				spec.Deployment.EnvVars[k] = v
-			}
+			spec := asHTTPFn(t, fnSpec("talker", 30, 2<<30), tt.env)
 			if err := b.Deploy(context.Background(), spec); err != nil {
 				t.Fatal(err)
 			}

@@ -19,12 +19,7 @@ import (
 // parkingSpec is an HTTP-mode httpfn function asking for n parked
 // processes, with env added to its variables.
 func parkingSpec(t *testing.T, name string, n int, env map[string]string) scheduler.Function {
-	spec := fnSpec(name, 30, 2<<30)
-	spec.Deployment.EnvProcess = httpfnBinary(t)
-	spec.Deployment.EnvVars = map[string]string{"mode": "http"}
-	for k, v := range env {
-		spec.Deployment.EnvVars[k] = v
-	}
+	spec := asHTTPFn(t, fnSpec(name, 30, 2<<30), env)
 	spec.Scale.Parked = n
 	return spec
 }

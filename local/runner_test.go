@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faas-gpu/faas-gpu/scheduler"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -56,6 +57,18 @@ func httpfnBinary(t *testing.T) string {
 		t.Fatal(httpfn.err)
 	}
 	return httpfn.path
+}
+
+// asHTTPFn makes spec's replicas run testdata/httpfn as an HTTP-mode
+// process, with env added to its variables.
+func asHTTPFn(t *testing.T, spec scheduler.Function, env map[string]string) scheduler.Function {
+	t.Helper()
+	spec.Deployment.EnvProcess = httpfnBinary(t)
+	spec.Deployment.EnvVars = map[string]string{"mode": "http"}
+	for k, v := range env {
+		spec.Deployment.EnvVars[k] = v
+	}
+	return spec
 }
 
 // sinkRecorder collects the lines a runner writes to its LogSink.

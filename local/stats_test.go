@@ -209,9 +209,7 @@ func TestStatsTimeModelLoads(t *testing.T) {
 func TestStatsTimeAProcessStartup(t *testing.T) {
 	b := newBackend(t, t.TempDir())
 	defer b.Close(context.Background())
-	spec := fnSpec("proc", 30, 2<<30)
-	spec.Deployment.EnvProcess = httpfnBinary(t)
-	spec.Deployment.EnvVars = map[string]string{"mode": "http"}
+	spec := asHTTPFn(t, fnSpec("proc", 30, 2<<30), nil)
 	if err := b.Deploy(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}

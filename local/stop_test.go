@@ -131,9 +131,7 @@ func TestDeleteKeepsShutdownOutputOutOfTheNextFunction(t *testing.T) {
 	b := newBackend(t, t.TempDir())
 	defer b.Close(ctx)
 	const bye = "httpfn: SIGTERM, shutting down"
-	spec := fnSpec("f", 20, 1<<30)
-	spec.Deployment.EnvProcess = httpfnBinary(t)
-	spec.Deployment.EnvVars = map[string]string{"mode": "http", "HTTPFN_TERM_MESSAGE": bye}
+	spec := asHTTPFn(t, fnSpec("f", 20, 1<<30), map[string]string{"HTTPFN_TERM_MESSAGE": bye})
 	if err := b.Deploy(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
