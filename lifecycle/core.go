@@ -189,7 +189,8 @@ type function struct {
 	mix *mixState
 	// feedback corrects its capacity with the SLO misses the proxy
 	// measured (scheduler.SLOFeedback); unsettledAt is the last tick it
-	// had a replica not ready, one being replaced, or a backlog.
+	// had a replica not ready, one being replaced, or more waiting than
+	// its replicas clear within the SLO (scheduler.SettledBacklog).
 	feedback    scheduler.SLOFeedback
 	unsettledAt time.Time
 	// sloMenu values its slices at the SLO the feedback plans at.

@@ -204,7 +204,11 @@ func (c *Core) observeFeedback(fn *function, now time.Time) {
 	if fn.plan.Request.SLO <= 0 || c.opts.Autoscale.NoQueueing {
 		return
 	}
-	if fn.load.Backlog > 0 || anyReplacing(fn) || len(fn.live) == 0 {
+	var throughput float64
+	for _, r := range fn.live {
+		throughput += fn.mixValue(r.config).Throughput
+	}
+	if fn.load.Backlog > scheduler.SettledBacklog(throughput, fn.plan.Request.SLO) || anyReplacing(fn) || len(fn.live) == 0 {
 		fn.unsettledAt = now
 	}
 	for _, r := range fn.live {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -107,5 +108,26 @@ func TestSliceConfigAtSLO(t *testing.T) {
 	}
 	if _, serves := c.AtSLO(20*time.Millisecond, 0); serves {
 		t.Error("a 23-ms batch carries load within a 20-ms SLO")
+	}
+}
+
+func TestSettledBacklog(t *testing.T) {
+	tests := []struct {
+		name       string
+		throughput float64
+		slo        time.Duration
+		want       float64
+	}{
+		{"one SLO's work of the pool", 50, 100 * time.Millisecond, 5},
+		{"a fast pool at a tight SLO", 2000, 20 * time.Millisecond, 40},
+		{"no replica: only an empty queue", 0, 100 * time.Millisecond, 0},
+		{"no SLO: only an empty queue", 50, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SettledBacklog(tt.throughput, tt.slo); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("SettledBacklog(%v, %v) = %v, want %v", tt.throughput, tt.slo, got, tt.want)
+			}
+		})
 	}
 }
