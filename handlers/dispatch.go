@@ -217,16 +217,11 @@ func (d *dispatcher) dispatchLocked(q *fnQueue, eps []scheduler.Endpoint, me int
 }
 
 // pullLateLastLocked grants the queue's on-time requests first and its
-// late ones (scheduler.LateAfter) what they leave, as the simulator does;
-// false: none is late, or the queue keeps the locality rules (X-Model),
-// and it goes to Pull as it is. Served last there, late requests let
-// on-time ones that need a model load evict the models the late ones'
-// replicas hold (sim's pullMulti). The caller's own request, which has no
-// waiter yet, has just arrived: it is on time.
+// late ones (scheduler.LateAfter) what they leave, in the order
+// scheduler.LateLast gives, as the simulator does; false: none is late,
+// and the queue goes to Pull as it is. The caller's own request, which
+// has no waiter yet, has just arrived: it is on time.
 func (d *dispatcher) pullLateLastLocked(q *fnQueue, view scheduler.PullView, now time.Time) bool {
-	if view.Holds != nil {
-		return false
-	}
 	after, ok := scheduler.LateAfter(q.slo, q.slots)
 	if !ok {
 		return false
@@ -234,7 +229,7 @@ func (d *dispatcher) pullLateLastLocked(q *fnQueue, view scheduler.PullView, now
 	// Oldest first, so the late requests lead the queue: the scan ends at
 	// the first one still on time (or the caller's own, last), and a
 	// queue with none late costs the proxy one look, not a pass.
-	anyLate := false
+	late := 0
 	for _, w := range q.waiters {
 		if w == nil {
 			break
@@ -245,23 +240,12 @@ func (d *dispatcher) pullLateLastLocked(q *fnQueue, view scheduler.PullView, now
 			}
 			w.late = true
 		}
-		anyLate = true
+		late++
 	}
-	if !anyLate {
+	if late == 0 {
 		return false
 	}
-	q.order = q.order[:0]
-	for late := range 2 {
-		for i, w := range q.waiters {
-			if (w != nil && w.late) == (late == 1) {
-				q.order = append(q.order, i)
-			}
-		}
-	}
-	q.ordered = q.ordered[:0]
-	for _, i := range q.order {
-		q.ordered = append(q.ordered, q.queue[i])
-	}
+	q.ordered, q.order = scheduler.LateLast(q.queue, late, len(q.queue), q.ordered, q.order)
 	q.grants = scheduler.Pull(q.ordered, q.slots, view, q.grants[:0])
 	for i := range q.grants {
 		q.grants[i].Request = q.order[q.grants[i].Request]

@@ -137,58 +137,71 @@ func TestDispatcherReportsItsQueue(t *testing.T) {
 // queues before one that can still meet it. The replica, when it frees,
 // takes the on-time one; the late one is still served, next.
 func TestDispatcherServesOnTimeRequestsFirst(t *testing.T) {
-	// Batch 1 at 10 req/s: 100 ms a request, so with a 1-s SLO a request
-	// that has waited 900 ms is late.
-	f := &fakeReplicas{eps: []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}}}
-	d := newDispatcher(f, NewLoadBook(), nil, false, 2, false, 0)
-	q := d.queueOf("ns", "fn")
-	d.poll = time.Hour // only releases hand out the replica here
-	ctx := context.Background()
-	slo := time.Second
-	first, err := d.acquire(ctx, q, "", slo, f.eps, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		model    string // both requests'
+		locality bool
+	}{
+		{"one model", "", false},
+		// An X-Model queue keeps the locality rules and is ordered so too.
+		{"X-Model, locality rules", "x", true},
 	}
-	order := make(chan string, 2)
-	granted := make(chan scheduler.Endpoint, 2)
-	for i, req := range []struct {
-		name  string
-		start time.Time
-	}{{"late", time.Now().Add(-2 * time.Second)}, {"on time", time.Now()}} {
-		go func() {
-			ep, err := d.acquire(ctx, q, "", slo, f.eps, req.start)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Batch 1 at 10 req/s: 100 ms a request, so with a 1-s SLO a
+			// request that has waited 900 ms is late.
+			f := &fakeReplicas{eps: []scheduler.Endpoint{{ID: "A", InFlight: new(atomic.Int64), Batch: 1, Throughput: 10}}, holds: map[string]string{"A": "x"}}
+			d := newDispatcher(f, NewLoadBook(), nil, tt.locality, 2, tt.locality, 0)
+			q := d.queueOf("ns", "fn")
+			d.poll = time.Hour // only releases hand out the replica here
+			ctx := context.Background()
+			slo := time.Second
+			first, err := d.acquire(ctx, q, tt.model, slo, f.eps, time.Now())
 			if err != nil {
-				t.Error(err)
+				t.Fatal(err)
 			}
-			order <- req.name
-			granted <- ep
-		}()
-		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) { // queue late strictly first
-			q.mu.Lock()
-			n := len(q.queue)
-			q.mu.Unlock()
-			if n == i+1 {
-				break
+			order := make(chan string, 2)
+			granted := make(chan scheduler.Endpoint, 2)
+			for i, req := range []struct {
+				name  string
+				start time.Time
+			}{{"late", time.Now().Add(-2 * time.Second)}, {"on time", time.Now()}} {
+				go func() {
+					ep, err := d.acquire(ctx, q, tt.model, slo, f.eps, req.start)
+					if err != nil {
+						t.Error(err)
+					}
+					order <- req.name
+					granted <- ep
+				}()
+				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) { // queue late strictly first
+					q.mu.Lock()
+					n := len(q.queue)
+					q.mu.Unlock()
+					if n == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s request did not queue", req.name)
+					}
+				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s request did not queue", req.name)
+			d.release(q, first)
+			if got := <-order; got != "on time" {
+				t.Errorf("the freed replica took the %s request, want the on-time one", got)
 			}
-		}
+			d.release(q, <-granted)
+			select {
+			case got := <-order:
+				if got != "late" {
+					t.Errorf("second grant went to %s", got)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the late request was never served")
+			}
+			d.release(q, <-granted)
+		})
 	}
-	d.release(q, first)
-	if got := <-order; got != "on time" {
-		t.Errorf("the freed replica took the %s request, want the on-time one", got)
-	}
-	d.release(q, <-granted)
-	select {
-	case got := <-order:
-		if got != "late" {
-			t.Errorf("second grant went to %s", got)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the late request was never served")
-	}
-	d.release(q, <-granted)
 }
 
 // timedReplicas is a fakeReplicas whose backend knows its models' load

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -31,6 +32,37 @@ func TestLateAfter(t *testing.T) {
 			after, ok := LateAfter(tt.slo, tt.slots)
 			if after != tt.after || ok != tt.isLate {
 				t.Errorf("LateAfter(%v, %v) = %v, %v; want %v, %v", tt.slo, tt.slots, after, ok, tt.after, tt.isLate)
+			}
+		})
+	}
+}
+
+func TestLateLast(t *testing.T) {
+	queue := []Waiting{{Seq: 1, Model: "a"}, {Seq: 2, Model: "b"}, {Seq: 3, Model: "a"}, {Seq: 4}}
+	tests := []struct {
+		name        string
+		late, limit int
+		want        []uint64 // Seq, in the order offered
+	}{
+		{"none late: arrival order", 0, 10, []uint64{1, 2, 3, 4}},
+		{"the two oldest late: after the others", 2, 10, []uint64{3, 4, 1, 2}},
+		{"all late: arrival order", 4, 10, []uint64{1, 2, 3, 4}},
+		{"a head of three: on-time first", 1, 3, []uint64{2, 3, 4}},
+		{"a head shorter than the on-time: no late one", 2, 1, []uint64{3}},
+		{"more late than queued: all of it", 9, 10, []uint64{1, 2, 3, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ordered, order := LateLast(queue, tt.late, tt.limit, nil, nil)
+			var got []uint64
+			for i, w := range ordered {
+				got = append(got, w.Seq)
+				if queue[order[i]] != w {
+					t.Errorf("place %d maps to queue[%d] = %v, holds %v", i, order[i], queue[order[i]], w)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("LateLast(late %d, limit %d) = %v, want %v", tt.late, tt.limit, got, tt.want)
 			}
 		})
 	}

@@ -105,8 +105,13 @@ type Grant struct{ Request, Slot int }
 // order, requests whose model a replica holds go first, then loads.
 //
 // The queue is in the order it is served in: the proxy and the simulator
-// put a function's late requests (LateAfter) after its on-time ones,
-// except in a queue with the locality rules, which keeps arrival order.
+// put a function's late requests (LateAfter) after its on-time ones
+// (LateLast), X-Model queues included. Out of order, a late request whose
+// model a replica that can start holds still goes before an on-time one
+// that needs a load: a load takes the replica for a second or more, and
+// offering the late requests only what the on-time ones left cost the
+// zoo suites 3.3 % more GPU-seconds and more misses (docs/evaluation.md,
+// "Late requests last in X-Model queues").
 //
 // Pull counts each grant in slots[i].InFlight, so the caller's slots are
 // left as they will be; grants is appended to and returned (no allocation

@@ -48,9 +48,12 @@ type dispatcher struct {
 	q        []scheduler.Waiting
 	head     int
 	perModel map[string]int // queued requests per model
-	rr       int
-	cands    []scheduler.Candidate
-	free     []*replica
+	// late is how many requests lead the queue late (scheduler.LateAfter;
+	// the faas-gpu policy's, which keeps them late for good).
+	late  int
+	rr    int
+	cands []scheduler.Candidate
+	free  []*replica
 }
 
 func (d *dispatcher) queue() []scheduler.Waiting { return d.q[d.head:] }
@@ -58,6 +61,9 @@ func (d *dispatcher) queue() []scheduler.Waiting { return d.q[d.head:] }
 // removeAt takes the i-th queued request out, shifting the shorter side.
 func (d *dispatcher) removeAt(i int) int32 {
 	w := d.q[d.head+i]
+	if i < d.late {
+		d.late--
+	}
 	if n := len(d.q) - d.head; i < n/2 {
 		copy(d.q[d.head+1:d.head+i+1], d.q[d.head:d.head+i])
 		d.q[d.head] = scheduler.Waiting{}

@@ -49,10 +49,12 @@ type faasGPU struct {
 	byFn map[string]*fgFn
 	byID map[string]*replica
 	// Pull's scratch, reused: the serving replicas, their slots, the
-	// queue's head and the grants.
+	// queue's head (pullMulti's on-time requests first, order their
+	// indices in the queue) and the grants.
 	serving []*replica
 	slots   []scheduler.Slot
 	head    []scheduler.Waiting
+	order   []int
 	grants  []scheduler.Grant
 	seqs    []int32 // pullMulti's granted requests
 	// passes says which of the engine's periodic events is the core's
@@ -420,11 +422,9 @@ const pullLookahead = 64
 // locality rules (the provider's X-Model dispatch): a replica holding the
 // model first, the locality bound before a load elsewhere, out of order.
 // A replica takes up to its batch size, of any models; it batches those of
-// one model together (Engine.serveQueue). Late requests keep their place
-// here (scheduler.LateAfter): served last, they left the on-time requests
-// that needed a model load to evict the models the late ones' replicas
-// held, and TestFaasGPUPlansAMultiModelFunctionFromItsMix went from within
-// 1 % to 41 % missed.
+// one model together (Engine.serveQueue). Requests that can no longer meet
+// the SLO are offered after those that still can (scheduler.LateAfter,
+// LateLast), as in pull.
 func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	q := f.d.queued()
 	if q == 0 {
@@ -448,7 +448,18 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	if room == 0 {
 		return
 	}
-	head := f.d.queue()[:min(q, pullLookahead+8*room)]
+	all, lookahead := f.d.queue(), pullLookahead+8*room
+	if after, ok := scheduler.LateAfter(e.wl.Functions[f.idx].SLO, p.slots); ok && !e.opts.ArrivalOrder {
+		// Late for good, as in the proxy: each request is looked at once.
+		for f.d.late < q && e.now-e.wl.Arrivals[all[f.d.late].Seq].At > after {
+			f.d.late++
+		}
+	}
+	head := all[:min(q, lookahead)]
+	if f.d.late > 0 {
+		p.head, p.order = scheduler.LateLast(all[:min(q, f.d.late+lookahead)], f.d.late, lookahead, p.head, p.order)
+		head = p.head
+	}
 	view := scheduler.PullView{
 		Holds:       func(i int, m string) bool { return e.cache.Holds(p.serving[i].id, m) },
 		Bound:       f.d.bound,
@@ -459,6 +470,11 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	p.grants = scheduler.Pull(head, p.slots, view, p.grants[:0])
 	if len(p.grants) == 0 {
 		return
+	}
+	if f.d.late > 0 {
+		for i := range p.grants {
+			p.grants[i].Request = p.order[p.grants[i].Request]
+		}
 	}
 	// Out of the queue from the back, so that the indices ahead hold;
 	// onto the replicas oldest first.

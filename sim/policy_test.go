@@ -347,42 +347,67 @@ func TestFaasGPUGivesAnOverloadedGPUToTheEfficientSlices(t *testing.T) {
 
 // A burst that outgrows the replicas leaves a queue whose requests miss
 // their SLO wherever they run; the requests after it still meet it when
-// they are served first (scheduler.LateAfter), not behind the burst: in
-// arrival order each waited for the burst's queue to drain, until more
-// replicas were ready (102 of the 390 after it missed). One model: a
-// multi-model function keeps arrival order (pullMulti).
+// they are served first (scheduler.LateAfter, LateLast), not behind the
+// burst: in arrival order each waited for the burst's queue to drain,
+// until more replicas were ready (102 of the 390 after it missed). A
+// multi-model function's queue, with its locality rules, is ordered so
+// too (pullMulti; in arrival order 102 of its 390 missed).
 func TestFaasGPUServesOnTimeRequestsBeforeLateOnes(t *testing.T) {
-	cat := synthCatalog(t, m("m10", 10)) // 10 ms at every SM %: 100 req/s a replica
-	var b strings.Builder
-	for range 1000 {
-		b.WriteString("0,f,m10\n") // 10 s of one replica's work at once
+	// A model loaded in 20 ms, so that the X-Model replica's first load
+	// of its second model, which no order saves, is not what is measured.
+	quick := func(name string) synthModel {
+		sm := m(name, 10)
+		sm.load = 20 * time.Millisecond
+		return sm
 	}
-	after := 500 * time.Millisecond
-	for at := after; at < 20*time.Second; at += time.Second / 20 {
-		fmt.Fprintf(&b, "%.4f,f,m10\n", at.Seconds())
+	tests := []struct {
+		name   string
+		models []synthModel // 10 ms at every SM %: 100 req/s a replica; the requests name them in turn
+	}{
+		{"one model", []synthModel{m("m10", 10)}},
+		{"two models, X-Model", []synthModel{quick("m10"), quick("n10")}},
 	}
-	slo := 100 * time.Millisecond
-	wl := trace(t, b.String(), TraceOptions{SLO: slo})
-	res, done, _ := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{})
-	if res.Unfinished > 0 {
-		t.Fatalf("%d requests unfinished: late ones must still be served", res.Unfinished)
-	}
-	burstMissed, laterMissed, later := 0, 0, 0
-	for _, d := range done {
-		missed := d.latency > slo
-		if wl.Arrivals[d.n].At < after {
-			if missed {
-				burstMissed++
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cat := synthCatalog(t, tt.models...)
+			var b strings.Builder
+			n := 0
+			model := func() string { n++; return tt.models[n%len(tt.models)].name }
+			for range 1000 {
+				fmt.Fprintf(&b, "0,f,%s\n", model()) // 10 s of one replica's work at once
 			}
-			continue
-		}
-		later++
-		if missed {
-			laterMissed++
-		}
-	}
-	t.Logf("%.2f %% SLO violations: %d of the burst's 1000, %d of the %d after it", res.SLOViolations, burstMissed, laterMissed, later)
-	if laterMissed > later/100 {
-		t.Errorf("%d of the %d requests after the burst missed the SLO: they waited behind the burst's late ones", laterMissed, later)
+			after := 500 * time.Millisecond
+			for at := after; at < 20*time.Second; at += time.Second / 20 {
+				fmt.Fprintf(&b, "%.4f,f,%s\n", at.Seconds(), model())
+			}
+			slo := 100 * time.Millisecond
+			// 2 GiB a replica: room for both models beside the process.
+			wl := trace(t, b.String(), TraceOptions{SLO: slo, MemoryBytes: 2 << 30})
+			if multi := len(tt.models) > 1; wl.Functions[0].MultiModel() != multi {
+				t.Fatalf("multi-model %v, want %v", wl.Functions[0].MultiModel(), multi)
+			}
+			res, done, _ := simulate(t, "faas-gpu", wl, cluster(t, 1, 1), cat, Options{})
+			if res.Unfinished > 0 {
+				t.Fatalf("%d requests unfinished: late ones must still be served", res.Unfinished)
+			}
+			burstMissed, laterMissed, later := 0, 0, 0
+			for _, d := range done {
+				missed := d.latency > slo
+				if wl.Arrivals[d.n].At < after {
+					if missed {
+						burstMissed++
+					}
+					continue
+				}
+				later++
+				if missed {
+					laterMissed++
+				}
+			}
+			t.Logf("%.2f %% SLO violations: %d of the burst's 1000, %d of the %d after it", res.SLOViolations, burstMissed, laterMissed, later)
+			if laterMissed > later/100 {
+				t.Errorf("%d of the %d requests after the burst missed the SLO: they waited behind the burst's late ones", laterMissed, later)
+			}
+		})
 	}
 }
