@@ -13,12 +13,12 @@ import "time"
 // runs. The proxy and the simulator then serve it after every request
 // that is still on time (oldest first among each, LateLast), so that a
 // queue which outgrew its replicas in a burst costs the requests already
-// lost, not every request behind them too. In first-come order such a queue made
-// each newer request wait out the older ones and miss in turn, until the
-// scale-up caught up: family6 p18 missed 7.4 % (family3 k08 5.1 %), with
-// late ones last 2.6 % (1.8 %), on the same GPU-seconds. A late request is
-// still served, never dropped (the proxy's timeouts still apply), and
-// once late it stays late.
+// lost, not every request behind them too. In first-come order such a
+// queue made each newer request wait out the older ones and miss in turn,
+// until the scale-up caught up: family6 p18 missed 7.4 % (family3 k08
+// 5.1 %), with late ones last 2.6 % (1.8 %), on the same GPU-seconds. A
+// late request is still served, never dropped (the proxy's timeouts still
+// apply), and once late it stays late.
 func LateAfter(slo time.Duration, slots []Slot) (after time.Duration, ok bool) {
 	if slo <= 0 {
 		return 0, false
@@ -49,12 +49,13 @@ func LateAfter(slo time.Duration, slots []Slot) (after time.Duration, ok bool) {
 // arrays.
 //
 // An X-Model queue is ordered so too, and Pull's locality rules then work
-// on it as on any queue: a replica holding a late request's model may
-// still take it once no on-time request is left for it. Kept in arrival
-// order there, a multi-model function's first burst cost every request
-// behind its overflow as well: zoo5's ze13 missed all of its requests
-// for 5 s at the burst's onset, where its replicas in service served its
-// base rate (docs/evaluation.md, "Late requests last in X-Model queues").
+// on that order: out of order, a request whose model a free replica holds
+// goes first, late or not (a load would take the replica for a second or
+// more), and the rest go on-time first. Kept in arrival order there, a
+// multi-model function's first burst cost every request behind its
+// overflow as well: zoo5's ze13 missed all of its requests for 5 s at the
+// burst's onset, where its replicas in service served its base rate
+// (docs/evaluation.md, "Late requests last in X-Model queues").
 func LateLast(queue []Waiting, late, limit int, ordered []Waiting, order []int) ([]Waiting, []int) {
 	late = min(max(late, 0), len(queue))
 	ordered, order = ordered[:0], order[:0]

@@ -110,7 +110,7 @@ type Grant struct{ Request, Slot int }
 // model a replica that can start holds still goes before an on-time one
 // that needs a load: a load takes the replica for a second or more, and
 // offering the late requests only what the on-time ones left cost the
-// zoo suites 3.3 % more GPU-seconds and more misses (docs/evaluation.md,
+// zoo suites 3.7 % more GPU-seconds and more misses (docs/evaluation.md,
 // "Late requests last in X-Model queues").
 //
 // Pull counts each grant in slots[i].InFlight, so the caller's slots are

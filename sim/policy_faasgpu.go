@@ -449,15 +449,17 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 		return
 	}
 	all, lookahead := f.d.queue(), pullLookahead+8*room
+	late := 0 // as in the proxy: none where LateAfter tells none apart
 	if after, ok := scheduler.LateAfter(e.wl.Functions[f.idx].SLO, p.slots); ok && !e.opts.ArrivalOrder {
 		// Late for good, as in the proxy: each request is looked at once.
 		for f.d.late < q && e.now-e.wl.Arrivals[all[f.d.late].Seq].At > after {
 			f.d.late++
 		}
+		late = f.d.late
 	}
 	head := all[:min(q, lookahead)]
-	if f.d.late > 0 {
-		p.head, p.order = scheduler.LateLast(all[:min(q, f.d.late+lookahead)], f.d.late, lookahead, p.head, p.order)
+	if late > 0 {
+		p.head, p.order = scheduler.LateLast(all[:min(q, late+lookahead)], late, lookahead, p.head, p.order)
 		head = p.head
 	}
 	view := scheduler.PullView{
@@ -471,7 +473,7 @@ func (p *faasGPU) pullMulti(e *Engine, f *fgFn) {
 	if len(p.grants) == 0 {
 		return
 	}
-	if f.d.late > 0 {
+	if late > 0 {
 		for i := range p.grants {
 			p.grants[i].Request = p.order[p.grants[i].Request]
 		}
