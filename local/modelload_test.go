@@ -74,7 +74,13 @@ func TestReplicasLoadModelsInTheirIdleTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, tt.logged, func() bool { return logs.FilterMessage(tt.logged).Len() > 0 })
+			// The emulated worker logs its own line when its load is in,
+			// before it answers: the provider's side is through once the
+			// outcome is counted and, for a load, the cache holds it.
+			eventually(t, 10*time.Second, tt.logged, func() bool {
+				return logs.FilterMessage(tt.logged).Len() > 0 && b.stats.Stats().IdleLoads[tt.outcome] > 0 &&
+					(!tt.holds || b.cache.Holds(r.id, "vgg16"))
+			})
 			if got := b.cache.Holds(r.id, "vgg16"); got != tt.holds {
 				t.Errorf("holds vgg16 after the load: %v, want %v", got, tt.holds)
 			}
