@@ -471,6 +471,11 @@ def make_handler(cfg, metrics, cache, batcher, state):
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
+            if self.close_connection:
+                # Said, not only done: a client that reuses the connection
+                # (the provider's proxy keeps them alive) would send its
+                # next request into the close and read EOF (a 502).
+                self.send_header("Connection", "close")
             if models:
                 self.send_header("X-Faas-Gpu-Models", ",".join(cache.names()))
             self.send_header("Content-Length", str(len(body)))
@@ -527,10 +532,12 @@ def make_handler(cfg, metrics, cache, batcher, state):
             try:
                 ask = json.loads(self._body() or b"{}")
                 name = ask.get("model", "") if isinstance(ask, dict) else ""
-            except (ClientError, ValueError):
+            except ClientError:
+                self.close_connection = True  # its body may be left unread
+                name = ""
+            except ValueError:
                 name = ""
             if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", name):
-                self.close_connection = True
                 return self._send(400, 'want {"model": NAME}, NAME of letters, digits, \'.\', \'_\' and \'-\'\n', count=False)
             with state.lock:
                 ready = state.ready
