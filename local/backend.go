@@ -82,6 +82,10 @@ type Backend struct {
 	product string // the GPU product profiles are chosen for
 	stop    chan struct{}
 	done    chan struct{}
+	// closing ends with stop (Close): the context of the work a replica
+	// is asked beside its requests (model loads, modelload.go).
+	closing       context.Context
+	cancelClosing context.CancelFunc
 	// stopping counts the replica stops that run once the lock is let go
 	// (update, delete, eviction, expiry), so that Close waits for every
 	// process a replica started, and the model loads asked of replicas
@@ -203,8 +207,9 @@ func New(cfg Config) (*Backend, error) {
 	}
 	c := cache.New(cache.DefaultOptions)
 	stopCtx, cancelStops := context.WithCancel(context.Background())
+	closing, cancelClosing := context.WithCancel(context.Background())
 	b := &Backend{
-		stopCtx: stopCtx, cancelStops: cancelStops, saved: map[string][sha256.Size]byte{},
+		stopCtx: stopCtx, cancelStops: cancelStops, closing: closing, cancelClosing: cancelClosing, saved: map[string][sha256.Size]byte{},
 		cfg: cfg, log: cfg.Log, cache: c, state: st, logs: newLogHub(2000), stats: scheduler.NewStatsRecorder(),
 		product: cfg.Inventory.MainProduct(),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
@@ -215,6 +220,7 @@ func New(cfg Config) (*Backend, error) {
 		NoConsolidate: cfg.NoConsolidate, NoStandby: cfg.NoStandby, NewID: newReplicaID, CanPark: b.canPark})
 	if err := b.restore(); err != nil {
 		cancelStops()
+		cancelClosing()
 		st.close()
 		return nil, err
 	}
@@ -322,6 +328,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	}
 	b.closed = true
 	close(b.stop)
+	b.cancelClosing()
 	var jobs []stopJob
 	for _, r := range b.running {
 		jobs = append(jobs, stopJob{run: r.run, quiet: &r.quiet})

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"time"
 
 	"github.com/faas-gpu/faas-gpu/internal/modelload"
@@ -25,16 +24,7 @@ func (b *Backend) loadModelLocked(e lifecycle.Effect) {
 	b.stopping.Add(1)
 	go func() {
 		defer b.stopping.Done()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-b.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		a := modelload.Ask(ctx, url, model, b.stats, b.log, zap.String("replica", id))
+		a := modelload.Ask(b.closing, url, model, b.stats, b.log, zap.String("replica", id))
 		if a.NotSpoken {
 			r.takesNoLoads.Store(true)
 		}

@@ -74,9 +74,9 @@ func TestReplicasLoadModelsInTheirIdleTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The emulated worker logs its own line when its load is in,
-			// before it answers: the provider's side is through once the
-			// outcome is counted and, for a load, the cache holds it.
+			// The provider logs before it fills the cache: its side is
+			// through once the outcome is counted and, for a load, the
+			// cache holds the model.
 			eventually(t, 10*time.Second, tt.logged, func() bool {
 				return logs.FilterMessage(tt.logged).Len() > 0 && b.stats.Stats().IdleLoads[tt.outcome] > 0 &&
 					(!tt.holds || b.cache.Holds(r.id, "vgg16"))

@@ -389,7 +389,7 @@ func (r *emulatedRunner) fillModel(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("model %s does not fit beside %s", ask.Model, strings.Join(resident, ",")), http.StatusInsufficientStorage)
 		return
 	}
-	r.log.Info("model loaded in idle time", zap.String("replica", r.spec.ID), zap.String("model", ask.Model), zap.Duration("loadTime", d))
+	r.log.Info("emulated worker loaded a model in its idle time", zap.String("replica", r.spec.ID), zap.String("model", ask.Model), zap.Duration("loadTime", d))
 	r.serveModels(w)
 }
 
