@@ -288,7 +288,7 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	}
 	notFound := &http.Server{Handler: http.NotFoundHandler()}
 	go func() { _ = notFound.Serve(l) }()
-	defer notFound.Close()
+	t.Cleanup(func() { _ = notFound.Close() })
 	var refused string
 	if err := poll(20*time.Second, func() bool {
 		for _, fr := range p.gpus(t).Functions {
@@ -304,6 +304,9 @@ func TestParkedPodBecomesTheNextReplica(t *testing.T) {
 	if n := len(parkedPods(t, "plainfn")); n != 0 {
 		t.Errorf("%d plainfn pods parked again after its refusal, want 0", n)
 	}
+	// The refused pod is gone and its IP free: the cluster may give it to
+	// the next parked pod, which the test serves on the same port.
+	_ = notFound.Close()
 
 	// With -k8s-parked-sees all a parked pod sees every GPU of its node,
 	// so a replica on a GPU opened after it started takes it too.
