@@ -158,6 +158,9 @@ type function struct {
 	lastUp     time.Time
 	lastDown   time.Time
 	lastResize time.Time
+	// flap holds its pool after a scale-down that a scale-up undid with
+	// misses in between (scheduler.FlapGuard).
+	flap       scheduler.FlapGuard
 	lastScale  string
 	scaledUp   uint64
 	scaledDown uint64

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -204,11 +205,7 @@ func (c *Core) observeFeedback(fn *function, now time.Time) {
 	if fn.plan.Request.SLO <= 0 || c.opts.Autoscale.NoQueueing {
 		return
 	}
-	var throughput float64
-	for _, r := range fn.live {
-		throughput += fn.mixValue(r.config).Throughput
-	}
-	if fn.load.Backlog > scheduler.SettledBacklog(throughput, fn.plan.Request.SLO) || anyReplacing(fn) || len(fn.live) == 0 {
+	if fn.load.Backlog > fn.settledBacklog() || anyReplacing(fn) || len(fn.live) == 0 {
 		fn.unsettledAt = now
 	}
 	for _, r := range fn.live {
@@ -220,6 +217,17 @@ func (c *Core) observeFeedback(fn *function, now time.Time) {
 	fn.feedback = fn.feedback.Observe(now, fn.load.SLOServed, fn.load.SLOMissed, settled, scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
 }
 
+// settledBacklog is the most requests that may wait for fn while its
+// replicas serve as the queueing model expects
+// (scheduler.SettledBacklog).
+func (fn *function) settledBacklog() float64 {
+	var throughput float64
+	for _, r := range fn.live {
+		throughput += fn.mixValue(r.config).Throughput
+	}
+	return scheduler.SettledBacklog(throughput, fn.plan.Request.SLO)
+}
+
 // autoscaleInput is what the autoscaler reads of fn at now, at the
 // smoothed rate and the rate a rise points at (rising).
 func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64) scheduler.AutoscaleInput {
@@ -227,6 +235,7 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 		Now: now, Rate: rate, Rising: rising, LastRequest: fn.lastRequest, Policy: fn.spec.Scale,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, Backlog: fn.load.Backlog,
 		RateError: fn.rate.Error(), Bursty: fn.burst.Bursty(), Parked: len(fn.parked.ready),
+		FlapFloor: fn.flap.Floor(now),
 	}
 	if fn.plan.Autoscaled && !c.opts.Autoscale.NoQueueing {
 		in.SLO = fn.plan.Request.SLO
@@ -301,6 +310,9 @@ func (c *Core) autoscaleInput(fn *function, now time.Time, rate, rising float64)
 // it removes, promotes or adds what it adds, and records the scaling.
 func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now time.Time, res *Result) {
 	restarted, olds, roomBy := c.replaceUnsized(fn, d, now, res)
+	if len(d.Remove) > 0 {
+		fn.flap = fn.flap.ScaledDown(now, c.serving(fn), fn.load.SLOServed, fn.load.SLOMissed)
+	}
 	for _, id := range d.Remove {
 		if r := c.replicas[id]; r != nil && r.fn == fn.key {
 			c.retire(fn, r, now, "autoscaled down", res)
@@ -332,6 +344,11 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	if len(d.Promote)+added > 0 {
 		fn.scaledUp++
+		held, _ := fn.flap.Held(now)
+		fn.flap = fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
+		if until, floor := fn.flap.Held(now); until > held {
+			d.Reason += fmt.Sprintf(": undoes a scale-down that cost misses, so no fewer than %d for %s", floor, until.Round(time.Second))
+		}
 	}
 	if len(d.Remove) > 0 {
 		fn.scaledDown++
@@ -436,7 +453,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
 		// A bursty function's replicas are its next burst's capacity.
-		MemoryShort: c.memoryShort(fn) && !in.Bursty,
+		MemoryShort: c.memoryShort(fn) && !in.Bursty, FlapHeld: in.FlapFloor > 0,
 		LastRequest: fn.lastRequest, Gaps: fn.gaps, WarmTTL: c.opts.WarmTTL, Resumed: fn.resumed,
 	}, c.opts.Autoscale)
 	if !ok {

@@ -130,6 +130,9 @@ type AutoscaleInput struct {
 	// models a multi-model function's requests name (CacheFloor): a
 	// scale-down leaves at least that many. 0: none.
 	CacheFloor int
+	// FlapFloor is the fewest replicas a scale-down leaves while a
+	// harmful flap holds the pool (FlapGuard.Floor). 0: none.
+	FlapFloor int
 }
 
 // AutoscaleOptions tune the autoscaler.
@@ -321,7 +324,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		d := Decision{}
 		left := n
 		for _, r := range byEff {
-			if left <= max(floor, in.CacheFloor) {
+			if left <= max(floor, in.CacheFloor, in.FlapFloor) {
 				break
 			}
 			if rest := without(live, r.Config); sz.serves(rest, demand+downMargin(in)*opts.Headroom) {

@@ -82,6 +82,17 @@ func TestAutoscale(t *testing.T) {
 			wantRemove: []string{"c", "b"},
 		},
 		{
+			name: "a flap's hold at the replicas in service removes none",
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: policy, FlapFloor: 3,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+		},
+		{
+			name: "a flap's hold below them leaves that many",
+			in: AutoscaleInput{Now: t0.Add(time.Hour), Rate: 30, Policy: policy, FlapFloor: 2,
+				Replicas: replicas(configs[0], configs[1], configs[2]), Configs: configs},
+			wantRemove: []string{"c"},
+		},
+		{
 			name: "no scale-down during the cool-down",
 			in: AutoscaleInput{Now: t0.Add(10 * time.Second), LastScaleUp: t0, Rate: 30, Policy: policy,
 				Replicas: replicas(configs[0], configs[2]), Configs: configs},

@@ -52,6 +52,10 @@ type ResizeInput struct {
 	// still carries the gap's decay for a few half-lives, below the load
 	// that came back, and a resize to it meets that load too small.
 	Resumed time.Time
+	// FlapHeld: a harmful flap holds the pool (FlapGuard). A smaller
+	// slice or a merge is a scale-down judged on the same rate, and is
+	// not made while it holds.
+	FlapHeld bool
 }
 
 // Replacement is a resize: one new replica of New replaces the replicas
@@ -84,10 +88,11 @@ const MergeOpensGPU = 100
 // rest leave of the demand x ResizeMargin and cost at most 1 -
 // ResizeMinSaving of those it replaces. It takes the one that saves the
 // most. Nothing happens without an SLO, within the cool-down of any
-// scaling or resize, while a backlog waits, or where the replicas left
-// would fall below the scale minimum.
+// scaling or resize, while a backlog waits or a flap holds the pool
+// (FlapGuard), or where the replicas left would fall below the scale
+// minimum.
 func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
-	if in.SLO <= 0 || len(in.Replicas) == 0 || in.Backlog > 0 {
+	if in.SLO <= 0 || len(in.Replicas) == 0 || in.Backlog > 0 || in.FlapHeld {
 		return Replacement{}, false
 	}
 	if InIdleGap(in.Now, in.LastRequest, in.Rate, in.Gaps, in.WarmTTL) {

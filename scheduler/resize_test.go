@@ -29,6 +29,14 @@ func TestResize(t *testing.T) {
 			wantOld: []string{"a"}, wantNew: small,
 		},
 		{
+			name: "not while a flap holds the pool",
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.FlapHeld = true
+				return x
+			}(),
+		},
+		{
 			name: "a replica already right-sized stays",
 			// 40 x 1.25 = 50 needs the 20 % slice it has.
 			in: in(40, 0, mid),
