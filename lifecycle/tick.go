@@ -344,10 +344,12 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	if len(d.Promote)+added > 0 {
 		fn.scaledUp++
-		held, _ := fn.flap.Held(now)
-		fn.flap = fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
-		if until, floor := fn.flap.Held(now); until > held {
-			d.Reason += fmt.Sprintf(": undoes a scale-down that cost misses, so no fewer than %d for %s", floor, until.Round(time.Second))
+		if fn.plan.Request.SLO > 0 { // a flap's harm is told by the SLO
+			held, _ := fn.flap.Held(now)
+			fn.flap = fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
+			if until, floor := fn.flap.Held(now); until > held {
+				d.Reason += fmt.Sprintf(": undoes a scale-down that cost misses, so no fewer than %d for %s", floor, until.Round(time.Second))
+			}
 		}
 	}
 	if len(d.Remove) > 0 {
