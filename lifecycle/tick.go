@@ -344,7 +344,12 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	}
 	if len(d.Promote)+added > 0 {
 		fn.scaledUp++
-		if fn.plan.Request.SLO > 0 { // a flap's harm is told by the SLO
+		// A multi-model function's flap costs the loads of the removed
+		// replica's models too; a single-model one's warm replica comes
+		// back with its model, and holding it paid nothing on family30,
+		// the blind draw (docs/scheduling.md §4, "A scale-down undone
+		// with misses"). Its harm is told by the SLO.
+		if _, multi := fn.mixMenu(); multi && fn.plan.Request.SLO > 0 {
 			held, _ := fn.flap.Held(now)
 			fn.flap = fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
 			if until, floor := fn.flap.Held(now); until > held {
