@@ -15,7 +15,7 @@ func (b *Backend) loop(tick, rise time.Duration) {
 	defer t.Stop()
 	for {
 		select {
-		case <-b.stop:
+		case <-b.closing.Done():
 			return
 		case now := <-t.C:
 			if passes.TickDue(now) {

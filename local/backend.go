@@ -80,10 +80,10 @@ type Backend struct {
 	logs    *logHub
 	stats   *scheduler.StatsRecorder
 	product string // the GPU product profiles are chosen for
-	stop    chan struct{}
 	done    chan struct{}
-	// closing ends with stop (Close): the context of the work a replica
-	// is asked beside its requests (model loads, modelload.go).
+	// closing is cancelled by Close: the backend's loops end, and so does
+	// the work a replica is asked beside its requests (model loads,
+	// modelload.go).
 	closing       context.Context
 	cancelClosing context.CancelFunc
 	// stopping counts the replica stops that run once the lock is let go
@@ -214,7 +214,7 @@ func New(cfg Config) (*Backend, error) {
 		product: cfg.Inventory.MainProduct(),
 		running: map[string]*replica{}, pendingReason: map[string]string{}, routes: map[string]*route{}, load: cfg.Load,
 		parked: map[string]*parkedRun{}, parkable: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	b.core = lifecycle.New(cfg.Inventory, c, lifecycle.Options{Profiles: cfg.Profiles, Autoscale: cfg.Autoscale, WarmTTL: cfg.WarmTTL,
 		NoConsolidate: cfg.NoConsolidate, NoStandby: cfg.NoStandby, NewID: newReplicaID, CanPark: b.canPark})
@@ -327,7 +327,6 @@ func (b *Backend) Close(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	close(b.stop)
 	b.cancelClosing()
 	var jobs []stopJob
 	for _, r := range b.running {

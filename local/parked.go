@@ -149,7 +149,7 @@ func (b *Backend) watchParked(pr *parkedRun) {
 		select {
 		case <-pr.taken:
 			return
-		case <-b.stop:
+		case <-b.closing.Done():
 			return
 		case <-t.C:
 		}

@@ -106,7 +106,7 @@ func (b *Backend) watchStartup(r *replica, run runner, started time.Time) (_ run
 			select {
 			case <-w.stopped:
 				return
-			case <-b.stop:
+			case <-b.closing.Done():
 				return
 			case <-t.C:
 			}
