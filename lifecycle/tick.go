@@ -350,11 +350,12 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		// the blind draw (docs/scheduling.md §4, "A scale-down undone
 		// with misses"). Its harm is told by the SLO.
 		if _, multi := fn.mixMenu(); multi && fn.plan.Request.SLO > 0 {
-			held, _ := fn.flap.Held(now)
-			fn.flap = fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
-			if until, floor := fn.flap.Held(now); until > held {
-				d.Reason += fmt.Sprintf(": undoes a scale-down that cost misses, so no fewer than %d for %s", floor, until.Round(time.Second))
+			next := fn.flap.ScaledUp(now, fn.load.SLOServed, fn.load.SLOMissed, fn.load.Backlog, fn.settledBacklog(), scheduler.MissBudget(c.opts.Autoscale.SLOQuantile))
+			if next != fn.flap { // a hold starts
+				hold, floor := next.Held(now)
+				d.Reason += fmt.Sprintf(": undoes a scale-down that cost misses, so no fewer than %d for %s", floor, hold.Round(time.Second))
 			}
+			fn.flap = next
 		}
 	}
 	if len(d.Remove) > 0 {

@@ -63,7 +63,7 @@ func (g FlapGuard) ScaledDown(now time.Time, replicas int, served, missed uint64
 // while the pool serves as the model expects (settled, SettledBacklog).
 // The flap is harmful where more than budget (MissBudget) of the
 // requests completed since the down missed their SLO, or where more
-// wait than settled.
+// wait than settled. It returns g unchanged unless a hold starts.
 func (g FlapGuard) ScaledUp(now time.Time, served, missed uint64, backlog, settled, budget float64) FlapGuard {
 	if g.downAt.IsZero() || now.Sub(g.downAt) > flapWindow || g.downFrom <= 0 {
 		return g
@@ -88,10 +88,8 @@ func (g FlapGuard) ScaledUp(now time.Time, served, missed uint64, backlog, settl
 // Floor is the fewest replicas a scale-down may leave at now: 0 when
 // nothing is held.
 func (g FlapGuard) Floor(now time.Time) int {
-	if now.Before(g.until) {
-		return g.floor
-	}
-	return 0
+	_, floor := g.Held(now)
+	return floor
 }
 
 // Held is how long the current hold has left at now, and its floor.
