@@ -474,10 +474,11 @@ func TestConsolidationRepacksThenFrees(t *testing.T) {
 	}
 }
 
-// A function that scaled up holds its replicas where they are for the
-// autoscaler's cool-down (30 s), not for consolidation's minute: a
-// function flapping by one replica every half minute would otherwise pin
-// its GPUs for good. A scale-down holds them only where the function
+// A function that scaled up by placing a replica holds its replicas
+// where they are for the autoscaler's cool-down (30 s), not for
+// consolidation's minute: a function flapping by one replica every half
+// minute would otherwise pin its GPUs for good. Taking a warm replica
+// back holds nothing. A scale-down holds them only where the function
 // parks nothing: one that parks gets the capacity back in about a second
 // at its next rise, and held, a bursty function's steps down after each
 // burst kept its GPUs through every gap.
@@ -487,17 +488,19 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 		name     string
 		up, down time.Duration // how long before the pass b last scaled; 0: never
 		parks    bool          // b asks for a parked process, and the backend can park it
+		tookBack bool          // b's last scale-up took a warm replica back, placing none
 		moved    bool
 	}{
-		{"never scaled", 0, 0, false, true},
-		{"scaled up 20 s before", 20 * time.Second, 0, false, false},
-		{"scaled up 40 s before", 40 * time.Second, 0, false, true},
-		{"scaled down 20 s before", 0, 20 * time.Second, false, false},
-		{"scaled down 40 s before", 0, 40 * time.Second, false, true},
-		{"parks, scaled up 20 s before", 20 * time.Second, 0, true, false},
-		{"parks, scaled down 5 s before", 0, 5 * time.Second, true, true},
-		{"parks, scaled down 20 s before", 0, 20 * time.Second, true, true},
-		{"parks, scaled up 40 s and down 5 s before", 40 * time.Second, 5 * time.Second, true, true},
+		{"never scaled", 0, 0, false, false, true},
+		{"scaled up 20 s before", 20 * time.Second, 0, false, false, false},
+		{"scaled up 40 s before", 40 * time.Second, 0, false, false, true},
+		{"took a warm replica back 20 s before", 20 * time.Second, 0, false, true, true},
+		{"scaled down 20 s before", 0, 20 * time.Second, false, false, false},
+		{"scaled down 40 s before", 0, 40 * time.Second, false, false, true},
+		{"parks, scaled up 20 s before", 20 * time.Second, 0, true, false, false},
+		{"parks, scaled down 5 s before", 0, 5 * time.Second, true, false, true},
+		{"parks, scaled down 20 s before", 0, 20 * time.Second, true, false, true},
+		{"parks, scaled up 40 s and down 5 s before", 40 * time.Second, 5 * time.Second, true, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -512,6 +515,9 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 			}
 			if tc.up > 0 {
 				b.lastUp = t0.Add(pass - tc.up)
+				if !tc.tookBack {
+					b.lastGrown = b.lastUp
+				}
 			}
 			if tc.down > 0 {
 				b.lastDown = t0.Add(pass - tc.down)
@@ -521,6 +527,32 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 				t.Errorf("pass: %q, want b moved: %v", got, tc.moved)
 			}
 		})
+	}
+}
+
+// Only a scale-up that places a replica holds its function's replicas
+// from consolidation (lastGrown); taking a warm one back places nothing.
+// Both are scale-ups to the autoscaler's cool-down (lastUp).
+func TestOnlyAPlacingScaleUpHoldsFromConsolidation(t *testing.T) {
+	c := twoReady(t)
+	if _, _, err := c.Scale("openfaas-fn", "f", 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	f := c.functions["openfaas-fn/f"]
+	if len(f.warm) != 1 {
+		t.Fatalf("%d warm replicas, want 1", len(f.warm))
+	}
+	warm, cfg := f.warm[0].id, f.warm[0].config
+	var res Result
+	took := t0.Add(time.Minute)
+	c.applyScale(f, scheduler.Decision{Promote: []string{warm}, Reason: "test"}, 1, took, &res)
+	if len(f.warm) != 0 || !f.lastUp.Equal(took) || !f.lastGrown.IsZero() {
+		t.Fatalf("warm replica taken back: %d warm, lastUp %v, lastGrown %v; want 0, %v, zero", len(f.warm), f.lastUp, f.lastGrown, took)
+	}
+	placed := took.Add(time.Minute)
+	c.applyScale(f, scheduler.Decision{Add: []scheduler.SliceConfig{cfg}, Reason: "test"}, 1, placed, &res)
+	if got := c.serving(f); got != 3 || !f.lastUp.Equal(placed) || !f.lastGrown.Equal(placed) {
+		t.Fatalf("replica placed: %d serving, lastUp %v, lastGrown %v; want 3, both %v", got, f.lastUp, f.lastGrown, placed)
 	}
 }
 

@@ -154,9 +154,13 @@ type function struct {
 	rate        scheduler.RateEstimator
 	// rise follows the request count at every Rise pass as well as every
 	// Tick: its last interval is the short one a rise shows in first.
-	rise       scheduler.RateEstimator
-	lastUp     time.Time
-	lastDown   time.Time
+	rise     scheduler.RateEstimator
+	lastUp   time.Time
+	lastDown time.Time
+	// lastGrown is the last scale-up that placed a replica, not one that
+	// took a warm replica back: consolidation holds the function's
+	// replicas after the one (Core.fixed), not the other.
+	lastGrown  time.Time
 	lastResize time.Time
 	// flap holds its pool after a scale-down that a scale-up undid with
 	// misses in between (scheduler.FlapGuard).

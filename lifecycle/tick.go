@@ -322,6 +322,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	for _, id := range d.Promote {
 		if r := c.replicas[id]; r != nil && !c.promoteReplica(fn, r, now) {
 			c.addPending(fn, r.config, now) // its SM share went meanwhile: a new one
+			fn.lastGrown = now
 		}
 		fn.lastUp = now
 	}
@@ -329,11 +330,15 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 	for i, cfg := range d.Add {
 		if i == 0 && len(olds) > 0 {
 			c.growUnsized(fn, olds, cfg, d.Reason, roomBy, now, res)
-			fn.lastUp = now
+			fn.lastUp, fn.lastGrown = now, now
 			added++
 			continue
 		}
-		if !c.promote(fn, cfg, true, now) && !c.addReplica(fn, cfg, d.Tentative, now, res) {
+		switch {
+		case c.promote(fn, cfg, true, now):
+		case c.addReplica(fn, cfg, d.Tentative, now, res):
+			fn.lastGrown = now
+		default:
 			continue // tentative, and no GPU in use has room
 		}
 		fn.lastUp = now
