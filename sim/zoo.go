@@ -36,7 +36,8 @@ var zooDraws = []familyDraw{
 	{"zoo5", 20270205, "ze"}, // after zoo4 was the blind check of models placed in idle time: first run as the blind check of the SLO feedback beside a queue the model expects (kept), then seen by late requests last in X-Model queues
 	{"zoo6", 20270206, "zf"}, // after zoo5 was the blind check of the feedback: first run as the blind check of late requests last in X-Model queues (kept)
 	{"zoo7", 20270207, "zg"}, // after zoo6 was the blind check of late requests last: first run as the blind check of the flap's hold (kept)
-	{"zoo8", 20270208, "zh"}, // after zoo7 was the blind check of the flap's hold: the blind check of what is tuned next
+	{"zoo8", 20270208, "zh"}, // after zoo7 was the blind check of the flap's hold: first run as the blind check of a scale-up that takes a warm replica back holding nothing from consolidation (kept)
+	{"zoo9", 20270209, "zi"}, // after zoo8 was the blind check of warm take-backs holding nothing from consolidation: the blind check of what is tuned next
 }
 
 // zooCount is how many workloads a zoo draw holds.
