@@ -534,14 +534,7 @@ func TestScalingHoldsReplicasForTheAutoscalersCoolDown(t *testing.T) {
 // from consolidation (lastGrown); taking a warm one back places nothing.
 // Both are scale-ups to the autoscaler's cool-down (lastUp).
 func TestOnlyAPlacingScaleUpHoldsFromConsolidation(t *testing.T) {
-	c := twoReady(t)
-	if _, _, err := c.Scale("openfaas-fn", "f", 1, t0); err != nil {
-		t.Fatal(err)
-	}
-	f := c.functions["openfaas-fn/f"]
-	if len(f.warm) != 1 {
-		t.Fatalf("%d warm replicas, want 1", len(f.warm))
-	}
+	c, f := oneWarm(t)
 	warm, cfg := f.warm[0].id, f.warm[0].config
 	var res Result
 	took := t0.Add(time.Minute)
@@ -562,6 +555,20 @@ func TestOnlyAPlacingScaleUpHoldsFromConsolidation(t *testing.T) {
 // It is still stopped to free its GPU, with no function to record the
 // yield on.
 func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
+	c, f := oneWarm(t)
+	id := f.warm[0].id
+	c.unlink(f)
+	var res Result
+	c.yield(id, t0.Add(time.Second), "consolidation: its GPU is freed", &res)
+	if got := kinds(res); len(got) != 1 || !strings.HasPrefix(got[0], string(Stop)) {
+		t.Errorf("effects %q, want the warm replica stopped", got)
+	}
+}
+
+// oneWarm is twoReady with f scaled down to one replica at t0: the other
+// is warm.
+func oneWarm(t *testing.T) (*Core, *function) {
+	t.Helper()
 	c := twoReady(t)
 	if _, _, err := c.Scale("openfaas-fn", "f", 1, t0); err != nil {
 		t.Fatal(err)
@@ -570,13 +577,7 @@ func TestYieldOfAWarmReplicaWithNoFunction(t *testing.T) {
 	if len(f.warm) != 1 {
 		t.Fatalf("%d warm replicas, want 1", len(f.warm))
 	}
-	id := f.warm[0].id
-	c.unlink(f)
-	var res Result
-	c.yield(id, t0.Add(time.Second), "consolidation: its GPU is freed", &res)
-	if got := kinds(res); len(got) != 1 || !strings.HasPrefix(got[0], string(Stop)) {
-		t.Errorf("effects %q, want the warm replica stopped", got)
-	}
+	return c, f
 }
 
 // twoReady is a core on two GPUs with function f (60 % SM, scale to
