@@ -336,6 +336,7 @@ func (c *Core) applyScale(fn *function, d scheduler.Decision, rate float64, now 
 		}
 		switch {
 		case c.promote(fn, cfg, true, now):
+			// A warm replica back: nothing placed, no hold on consolidation.
 		case c.addReplica(fn, cfg, d.Tentative, now, res):
 			fn.lastGrown = now
 		default:
