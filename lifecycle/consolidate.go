@@ -90,7 +90,8 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 // spans GPUs, or its function is new, scaling up (or, for one in service
 // of a function that parks nothing, down), waiting for room or in a move;
 // a warm one also while just made, while its function has none in
-// service or while it is a bursty function's model cache (keepsCache).
+// service, or while it is a bursty function's model cache (keepsCache)
+// whose bursts' period is not known or whose next burst is due.
 func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
 	r := c.replicas[id]
 	if r != nil && r.standby {
@@ -159,12 +160,27 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		// known, the burst's capacity starts ahead of it (expectBurst);
 		// held all the same, the last burst's warm replicas kept its GPU
 		// half a minute into each gap (h10).
+		//
+		// A bursty function's model cache, too, is held only until its
+		// period is known, and after that only while its next burst is
+		// due. Between bursts, what starts ahead of the next one loads the
+		// mix into its room while it waits (placeModels), and the lead
+		// counts those loads (burstLead); held through the gaps, the
+		// caches kept GPUs that nothing served on (zd08: 6 GPUs between
+		// bursts that 1 serves). Once the burst is due, a cache yielded
+		// leaves it what starts in its place, a start-up and the mix's
+		// loads late.
+		_, periodic := fn.burst.Period()
 		young := false
 		if idle, ok := warmSince[id]; ok && now.Sub(idle) < scheduler.MinWarmLifetime {
-			_, periodic := fn.burst.Period()
 			young = fn.burst.Bursty() && !periodic || fn.mix != nil
 		}
-		if young || c.serving(fn) == 0 || c.keepsCache(r) || fn.burst.Learning() {
+		cache := false
+		if c.keepsCache(r) {
+			_, due := fn.burst.ExpectedBurst(now, fn.burstLead())
+			cache = !periodic || due
+		}
+		if young || cache || c.serving(fn) == 0 || fn.burst.Learning() {
 			return true
 		}
 	}

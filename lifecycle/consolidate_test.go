@@ -255,6 +255,15 @@ func TestWarmOnlyGPUYields(t *testing.T) {
 		// Its next burst's capacity starts ahead of it (expectBurst), so
 		// the just-made warm replica is not all that burst can count on.
 		{"just made after a burst, its bursts' period known: freed", 1, 10 * time.Second, false, 0, true, 250 * time.Second, 20 * time.Second, 4},
+		// Its model cache too, between bursts: what starts ahead of the
+		// next one loads the mix meanwhile (burstLead).
+		{"a bursty function's model cache, its bursts' period known: freed", 1, 10 * time.Second, true, 0, true, 250 * time.Second, 20 * time.Second, 4},
+		// But not once that burst is due. Onsets a minute apart, the last
+		// about 62 s before the scale-down: the next is due from about
+		// 12 s before it. A single-model function's yields (as two rows
+		// up): what replaces it waits only a start-up.
+		{"a bursty function's model cache, its next burst due: kept", 1, 10 * time.Second, true, 0, false, 250 * time.Second, 50 * time.Second, 4},
+		{"one model, its next burst due: freed", 1, 10 * time.Second, false, 0, true, 250 * time.Second, 50 * time.Second, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

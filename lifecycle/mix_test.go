@@ -141,3 +141,62 @@ func TestMultiModelScaleDownKeepsItsModelsResident(t *testing.T) {
 		})
 	}
 }
+
+// The capacity started ahead of a multi-model function's burst starts
+// earlier by the loads that fill a new replica's room with the mix
+// (burstLead): its warm model caches yield once the period is known, and
+// what starts in their place serves the burst's mix only once it holds
+// their models. A function of one model starts a start-up ahead.
+func TestBurstLeadCountsTheCacheFill(t *testing.T) {
+	store, err := profiles.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := map[string]float64{"alexnet": 0.5, "resnet50": 0.3, "densenet121": 0.2}
+	tests := []struct {
+		name   string
+		models map[string]float64 // nil: requests name no model
+		fill   bool
+	}{
+		{"one model: a start-up and the margin", nil, false},
+		{"three models: and the loads of the two after the first", shares, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(inventory(1, 2), nil, Options{Profiles: store})
+			spec := scheduler.Function{
+				Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
+				GPU:        gpu.Request{Model: "alexnet", SLO: 300 * time.Millisecond, MemoryBytes: 8 << 30},
+				Scale:      scheduler.ScalePolicy{Min: 1, Max: 4, ZeroDuration: time.Minute},
+			}
+			if _, err := c.Deploy(spec, t0); err != nil {
+				t.Fatal(err)
+			}
+			key := Key("openfaas-fn", "zoo")
+			l := Load{Models: map[string]uint64{}}
+			for s := 1; s <= 10; s++ {
+				now := t0.Add(time.Duration(s) * time.Second)
+				l.Requests += 50
+				for m, sh := range tc.models {
+					l.Models[m] += uint64(50 * sh)
+				}
+				l.LastRequest = now
+				c.ObserveLoad(key, l)
+				c.Tick(now)
+			}
+			fn := c.functions[key]
+			want := fn.startup + burstLeadMargin
+			if tc.fill {
+				// alexnet, the most requested, loads in the start-up; the
+				// 8 GiB replica's room holds the other two.
+				for _, m := range []string{"resnet50", "densenet121"} {
+					p, _, _ := store.Lookup(m, fn.plan.Profile.GPU)
+					want += p.LoadTime
+				}
+			}
+			if got := fn.burstLead(); got != want {
+				t.Errorf("burstLead = %s, want %s", got, want)
+			}
+		})
+	}
+}

@@ -124,7 +124,7 @@ func (c *Core) expectBurst(fn *function, in *scheduler.AutoscaleInput, now time.
 	if in.SLO <= 0 {
 		return false
 	}
-	peak, ok := fn.burst.ExpectedBurst(now, fn.startup+burstLeadMargin)
+	peak, ok := fn.burst.ExpectedBurst(now, fn.burstLead())
 	if !ok {
 		return false
 	}
@@ -143,6 +143,22 @@ func (c *Core) expectBurst(fn *function, in *scheduler.AutoscaleInput, now time.
 		in.Rising, in.RiseConfirmed = peak, true
 	}
 	return true
+}
+
+// burstLead is how long before its expected onset fn's burst capacity
+// starts: a replica's start-up and burstLeadMargin, and for a
+// multi-model function the loads that fill a new replica's room with its
+// mix (scheduler.CacheFillTime). Its warm model caches yield once its
+// period is known (consolidate.go's fixed), and what starts in their
+// place serves the burst's mix only once it holds the models they held.
+func (fn *function) burstLead() time.Duration {
+	lead := fn.startup + burstLeadMargin
+	if fn.mix != nil {
+		if room := fn.modelRoom(); room > 0 {
+			lead += scheduler.CacheFillTime(fn.mix.mix.Models, room)
+		}
+	}
+	return lead
 }
 
 // yieldedSinceBurst is what consolidation stopped of fn's warm replicas
@@ -547,8 +563,9 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 // well below its recent peak (scheduler.RateHistory.Bursty), so the next
 // busy spell is likely to need it. Such a replica's lifetime is not
 // shortened by its GPU's memory pressure (a placement that needs the
-// memory still evicts it), and consolidation does not free its GPU
-// (consolidate.go): the warm TTL and its function's idle gaps decide. A
+// memory still evicts it): the warm TTL and its function's idle gaps
+// decide. Consolidation does not free its GPU while its function's
+// bursts have no known period (consolidate.go's fixed). A
 // steady function's warm replica exists because its capacity was trimmed
 // while its load goes on; it yields as a single-model one does.
 func (c *Core) keepsCache(r *replica) bool {

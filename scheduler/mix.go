@@ -212,3 +212,34 @@ func MixConfigs(mix Mix, slo time.Duration, maxBatch int) []SliceConfig {
 	})
 	return out
 }
+
+// CacheFillTime is how long a new replica of a multi-model function takes
+// to load, one after another, the models of its mix that fill room bytes
+// of it, the most requested first, beyond the first (its start-up loads
+// that one): what capacity started ahead of a burst needs beyond its
+// start-up before it serves the burst's mix as the warm model caches it
+// stands for did. A model larger than the room left is passed over, as
+// PlaceModels passes it. Pure: models is not changed.
+func CacheFillTime(models []ModelShare, room int64) time.Duration {
+	ms := make([]ModelShare, 0, len(models))
+	for _, m := range models {
+		if m.Profile != nil && m.Share > 0 {
+			ms = append(ms, m)
+		}
+	}
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Share > ms[j].Share })
+	var used int64
+	var fill time.Duration
+	first := true
+	for _, m := range ms {
+		if used+m.Profile.ModelSizeBytes > room {
+			continue
+		}
+		used += m.Profile.ModelSizeBytes
+		if !first {
+			fill += m.Profile.LoadTime
+		}
+		first = false
+	}
+	return fill
+}

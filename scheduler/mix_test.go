@@ -152,3 +152,31 @@ func TestCacheFloor(t *testing.T) {
 		})
 	}
 }
+
+func TestCacheFillTime(t *testing.T) {
+	const gib = 1 << 30
+	model := func(name string, size int64, load time.Duration) *profiles.Profile {
+		return &profiles.Profile{Model: name, ModelSizeBytes: size * gib, LoadTime: load}
+	}
+	a, b, c := model("a", 2, 3*time.Second), model("b", 2, 5*time.Second), model("c", 4, 7*time.Second)
+	tests := []struct {
+		name   string
+		models []ModelShare
+		room   int64
+		want   time.Duration
+	}{
+		{"one model: its start-up loads it", []ModelShare{{a, 1}}, 8 * gib, 0},
+		{"every model fits: all but the most requested", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, 8 * gib, 3*time.Second + 7*time.Second},
+		{"the room ends the fill, most requested first", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, 6 * gib, 7 * time.Second},
+		{"a model too large for what is left is passed over", []ModelShare{{c, 1}, {b, 3}, {a, 2}}, 5 * gib, 3 * time.Second},
+		{"a model no request names is not loaded", []ModelShare{{a, 1}, {b, 0}}, 8 * gib, 0},
+		{"no room: nothing", []ModelShare{{a, 1}, {b, 1}}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CacheFillTime(tc.models, tc.room); got != tc.want {
+				t.Errorf("CacheFillTime = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
