@@ -29,15 +29,16 @@ import (
 // zooDraws are the zoo draws, in the order they were made; each is fixed
 // once, like familyDraws.
 var zooDraws = []familyDraw{
-	{"zoo", 20270201, "za"},  // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
-	{"zoo2", 20270202, "zb"}, // after zoo's first run (main and the lost hold, which was not kept) and before any fix of what it showed: the blind check of that fix
-	{"zoo3", 20270203, "zc"}, // after zoo2 was the blind check of the cache floor and its runs were traced (zb01's flap): first run as the blind check of a mix slice timed halfway to its slowest model (not kept)
-	{"zoo4", 20270204, "zd"}, // after zoo3 was the blind check of the halfway timing (not kept): first run as the blind check of models placed in idle time with the wait for holders by load time (kept)
-	{"zoo5", 20270205, "ze"}, // after zoo4 was the blind check of models placed in idle time: first run as the blind check of the SLO feedback beside a queue the model expects (kept), then seen by late requests last in X-Model queues
-	{"zoo6", 20270206, "zf"}, // after zoo5 was the blind check of the feedback: first run as the blind check of late requests last in X-Model queues (kept)
-	{"zoo7", 20270207, "zg"}, // after zoo6 was the blind check of late requests last: first run as the blind check of the flap's hold (kept)
-	{"zoo8", 20270208, "zh"}, // after zoo7 was the blind check of the flap's hold: first run as the blind check of a scale-up that takes a warm replica back holding nothing from consolidation (kept)
-	{"zoo9", 20270209, "zi"}, // after zoo8 was the blind check of warm take-backs holding nothing from consolidation: the blind check of what is tuned next
+	{"zoo", 20270201, "za"},   // before any run of a zoo draw, and before the warm replicas of a multi-model function lost their first-minute hold (tried on h16 and h19 only): its blind check
+	{"zoo2", 20270202, "zb"},  // after zoo's first run (main and the lost hold, which was not kept) and before any fix of what it showed: the blind check of that fix
+	{"zoo3", 20270203, "zc"},  // after zoo2 was the blind check of the cache floor and its runs were traced (zb01's flap): first run as the blind check of a mix slice timed halfway to its slowest model (not kept)
+	{"zoo4", 20270204, "zd"},  // after zoo3 was the blind check of the halfway timing (not kept): first run as the blind check of models placed in idle time with the wait for holders by load time (kept)
+	{"zoo5", 20270205, "ze"},  // after zoo4 was the blind check of models placed in idle time: first run as the blind check of the SLO feedback beside a queue the model expects (kept), then seen by late requests last in X-Model queues
+	{"zoo6", 20270206, "zf"},  // after zoo5 was the blind check of the feedback: first run as the blind check of late requests last in X-Model queues (kept)
+	{"zoo7", 20270207, "zg"},  // after zoo6 was the blind check of late requests last: first run as the blind check of the flap's hold (kept)
+	{"zoo8", 20270208, "zh"},  // after zoo7 was the blind check of the flap's hold: first run as the blind check of a scale-up that takes a warm replica back holding nothing from consolidation (kept)
+	{"zoo9", 20270209, "zi"},  // after zoo8 was the blind check of warm take-backs holding nothing from consolidation: first run as the blind check of a periodic bursty function's model caches yielding between its bursts (kept)
+	{"zoo10", 20270210, "zj"}, // after zoo9 was the blind check of model caches yielding between bursts: the blind check of what is tuned next
 }
 
 // zooCount is how many workloads a zoo draw holds.
