@@ -33,27 +33,8 @@ func TestMultiModelCapacityFollowsTheMix(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(inventory(2, 8), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: "alexnet", SLO: 300 * time.Millisecond, MemoryBytes: 16 << 30},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 16, ZeroDuration: time.Minute},
-			}
-			if _, err := c.Deploy(spec, t0); err != nil {
-				t.Fatal(err)
-			}
-			key := Key("openfaas-fn", "zoo")
-			l := Load{Models: map[string]uint64{}}
-			for s := 1; s <= 30; s++ {
-				now := t0.Add(time.Duration(s) * time.Second)
-				l.Requests += 100
-				for m, sh := range tt.shares {
-					l.Models[m] += uint64(100 * sh)
-				}
-				l.Loads = uint64(float64(l.Requests) * tt.loads)
-				l.LastRequest = now
-				c.ObserveLoad(key, l)
-				c.Tick(now)
-			}
+			key := deployZoo(t, c, "alexnet", 300*time.Millisecond, 16<<30, 16, time.Minute)
+			serveMix(c, key, 30, 100, tt.shares, tt.loads)
 			v, _ := c.Function(key)
 			n := len(v.Live)
 			counts = append(counts, n)
@@ -89,15 +70,7 @@ func TestMultiModelScaleDownKeepsItsModelsResident(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := New(inventory(2, 8), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: tt.models[0], SLO: 5 * time.Second, MemoryBytes: 8 << 30},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 16, ZeroDuration: time.Hour},
-			}
-			if _, err := c.Deploy(spec, t0); err != nil {
-				t.Fatal(err)
-			}
-			key := Key("openfaas-fn", "zoo")
+			key := deployZoo(t, c, tt.models[0], 5*time.Second, 8<<30, 16, time.Hour)
 			l := Load{Models: map[string]uint64{}}
 			peak, last := 0, 0
 			for s := 1; s <= 300; s++ {
@@ -164,26 +137,8 @@ func TestBurstLeadCountsTheCacheFill(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := New(inventory(1, 2), nil, Options{Profiles: store})
-			spec := scheduler.Function{
-				Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
-				GPU:        gpu.Request{Model: "alexnet", SLO: 300 * time.Millisecond, MemoryBytes: 8 << 30},
-				Scale:      scheduler.ScalePolicy{Min: 1, Max: 4, ZeroDuration: time.Minute},
-			}
-			if _, err := c.Deploy(spec, t0); err != nil {
-				t.Fatal(err)
-			}
-			key := Key("openfaas-fn", "zoo")
-			l := Load{Models: map[string]uint64{}}
-			for s := 1; s <= 10; s++ {
-				now := t0.Add(time.Duration(s) * time.Second)
-				l.Requests += 50
-				for m, sh := range tc.models {
-					l.Models[m] += uint64(50 * sh)
-				}
-				l.LastRequest = now
-				c.ObserveLoad(key, l)
-				c.Tick(now)
-			}
+			key := deployZoo(t, c, "alexnet", 300*time.Millisecond, 8<<30, 4, time.Minute)
+			serveMix(c, key, 10, 50, tc.models, 0)
 			fn := c.functions[key]
 			want := fn.startup + burstLeadMargin
 			if tc.fill {
@@ -198,5 +153,38 @@ func TestBurstLeadCountsTheCacheFill(t *testing.T) {
 				t.Errorf("burstLead = %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+// deployZoo deploys the function zoo, planned from model, at t0, and
+// returns its key: the multi-model function these tests name models of.
+func deployZoo(t *testing.T, c *Core, model string, slo time.Duration, memory int64, max int, zeroAfter time.Duration) string {
+	t.Helper()
+	spec := scheduler.Function{
+		Deployment: types.FunctionDeployment{Service: "zoo", Namespace: "openfaas-fn", Image: "x"},
+		GPU:        gpu.Request{Model: model, SLO: slo, MemoryBytes: memory},
+		Scale:      scheduler.ScalePolicy{Min: 1, Max: max, ZeroDuration: zeroAfter},
+	}
+	if _, err := c.Deploy(spec, t0); err != nil {
+		t.Fatal(err)
+	}
+	return Key("openfaas-fn", "zoo")
+}
+
+// serveMix has key's function serve rate requests a second for its first
+// seconds after t0, shares of them naming each model and loads model
+// loads per request, a tick each second.
+func serveMix(c *Core, key string, seconds int, rate uint64, shares map[string]float64, loads float64) {
+	l := Load{Models: map[string]uint64{}}
+	for s := 1; s <= seconds; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		l.Requests += rate
+		for m, sh := range shares {
+			l.Models[m] += uint64(float64(rate) * sh)
+		}
+		l.Loads = uint64(float64(l.Requests) * loads)
+		l.LastRequest = now
+		c.ObserveLoad(key, l)
+		c.Tick(now)
 	}
 }

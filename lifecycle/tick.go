@@ -565,7 +565,8 @@ func (c *Core) expireWarm(now time.Time, res *Result) {
 // shortened by its GPU's memory pressure (a placement that needs the
 // memory still evicts it): the warm TTL and its function's idle gaps
 // decide. Consolidation does not free its GPU while its function's
-// bursts have no known period (consolidate.go's fixed). A
+// bursts have no known period, or while the next one is due
+// (consolidate.go's fixed). A
 // steady function's warm replica exists because its capacity was trimmed
 // while its load goes on; it yields as a single-model one does.
 func (c *Core) keepsCache(r *replica) bool {
