@@ -45,12 +45,43 @@ func (l *Buffer) Tail(n int) string {
 }
 
 // FreePort is a TCP port nothing listened on, on any interface, a moment
-// ago: the provider listens on all of them.
+// ago: the provider listens on all of them. It is never one it returned
+// before in this process: its listener is closed before the caller binds
+// the port, so two calls a moment apart could be given the same one, and
+// a test that asked for two ports (a provider's and its pods') found one
+// process holding both (TestStandbyPodOnKubernetes: the provider listened
+// on the function port its stand-in pods then could not bind).
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	for range 64 {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return 0, fmt.Errorf("free port: %w", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if handedOut.take(port) {
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("free port: every port the system offered was handed out before")
+}
+
+// handedOut is the ports FreePort returned: the one record a test binary
+// shares, as the ports themselves are shared by all of its tests.
+var handedOut = portSet{ports: map[int]bool{}}
+
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// take records port and reports whether it was not recorded before.
+func (s *portSet) take(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports[port] {
+		return false
+	}
+	s.ports[port] = true
+	return true
 }
