@@ -59,11 +59,16 @@ func TestExpectedBurstAfterAYield(t *testing.T) {
 		yielded int     // seconds; 0: never
 		rate    float64 // what the replicas yielded served
 		raise   float64 // over the smoothed peak; -1: up to the planned one
+		// mix: the function serves a mix of models (its yielded
+		// replicas were model caches).
+		mix bool
 	}{
-		{"no yield", 0, 0, 0},
-		{"a yield before the last burst", 200, 500, 0},
-		{"a yield after the last burst began", 270, 500, -1},
-		{"a small yield after the last burst began", 270, 30, 30},
+		{"no yield", 0, 0, 0, false},
+		{"a yield before the last burst", 200, 500, 0, false},
+		{"a yield after the last burst began", 270, 500, -1, false},
+		{"a small yield after the last burst began", 270, 30, 30, false},
+		{"a small yield of a multi-model function's caches: up to the planned peak", 270, 30, -1, true},
+		{"no yield of a multi-model function", 0, 0, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +78,11 @@ func TestExpectedBurstAfterAYield(t *testing.T) {
 			if tt.yielded > 0 {
 				fn.yieldedAt = t0.Add(time.Duration(tt.yielded) * time.Second)
 				fn.yieldedRate = tt.rate
+			}
+			if tt.mix {
+				// A mix with no model known yet: nothing to load beyond
+				// the start-up, so the lead is the single-model one.
+				fn.mix = &mixState{}
 			}
 			now := t0.Add(time.Duration(at) * time.Second)
 			smoothed, due := fn.burst.ExpectedBurst(now, fn.startup+burstLeadMargin)
