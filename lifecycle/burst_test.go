@@ -85,7 +85,7 @@ func TestExpectedBurstAfterAYield(t *testing.T) {
 				fn.mix = &mixState{}
 			}
 			now := t0.Add(time.Duration(at) * time.Second)
-			smoothed, due := fn.burst.ExpectedBurst(now, fn.startup+burstLeadMargin)
+			smoothed, due := fn.burst.ExpectedBurst(now, fn.burstLead())
 			planned, _, _ := fn.burst.PlannedPeak()
 			if !due || planned <= smoothed+50 {
 				t.Fatalf("due %v, planned peak %.0f against smoothed %.0f: the trace shows nothing to test", due, planned, smoothed)

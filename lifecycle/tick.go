@@ -167,7 +167,7 @@ func (fn *function) burstLead() time.Duration {
 	lead := fn.startup + burstLeadMargin
 	if fn.mix != nil {
 		if room := fn.modelRoom(); room > 0 {
-			lead += scheduler.CacheFillTime(fn.mix.mix.Models, room)
+			lead += scheduler.CacheFillTime(fn.mix.mix.Models, fn.plan.Profile, room)
 		}
 	}
 	return lead

@@ -215,31 +215,31 @@ func MixConfigs(mix Mix, slo time.Duration, maxBatch int) []SliceConfig {
 
 // CacheFillTime is how long a new replica of a multi-model function takes
 // to load, one after another, the models of its mix that fill room bytes
-// of it, the most requested first, beyond the first (its start-up loads
-// that one): what capacity started ahead of a burst needs beyond its
-// start-up before it serves the burst's mix as the warm model caches it
-// stands for did. A model larger than the room left is passed over, as
-// PlaceModels passes it. Pure: models is not changed.
-func CacheFillTime(models []ModelShare, room int64) time.Duration {
+// of it, the most requested first, beyond first: the model its start-up
+// loads (the function's own), which takes its room already. It is what
+// capacity started ahead of a burst needs beyond its start-up before it
+// serves the burst's mix as the warm model caches it stands for did. A
+// model larger than the room left is passed over, as PlaceModels passes
+// it. Pure: models is not changed.
+func CacheFillTime(models []ModelShare, first *profiles.Profile, room int64) time.Duration {
 	ms := make([]ModelShare, 0, len(models))
 	for _, m := range models {
-		if m.Profile != nil && m.Share > 0 {
+		if m.Profile != nil && m.Share > 0 && (first == nil || m.Profile.Model != first.Model) {
 			ms = append(ms, m)
 		}
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Share > ms[j].Share })
 	var used int64
+	if first != nil {
+		used = first.ModelSizeBytes
+	}
 	var fill time.Duration
-	first := true
 	for _, m := range ms {
 		if used+m.Profile.ModelSizeBytes > room {
 			continue
 		}
 		used += m.Profile.ModelSizeBytes
-		if !first {
-			fill += m.Profile.LoadTime
-		}
-		first = false
+		fill += m.Profile.LoadTime
 	}
 	return fill
 }

@@ -162,19 +162,21 @@ func TestCacheFillTime(t *testing.T) {
 	tests := []struct {
 		name   string
 		models []ModelShare
+		first  *profiles.Profile // loaded by the start-up
 		room   int64
 		want   time.Duration
 	}{
-		{"one model: its start-up loads it", []ModelShare{{a, 1}}, 8 * gib, 0},
-		{"every model fits: all but the most requested", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, 8 * gib, 3*time.Second + 7*time.Second},
-		{"the room ends the fill, most requested first", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, 6 * gib, 7 * time.Second},
-		{"a model too large for what is left is passed over", []ModelShare{{c, 1}, {b, 3}, {a, 2}}, 5 * gib, 3 * time.Second},
-		{"a model no request names is not loaded", []ModelShare{{a, 1}, {b, 0}}, 8 * gib, 0},
-		{"no room: nothing", []ModelShare{{a, 1}, {b, 1}}, 0, 0},
+		{"one model, the start-up's: nothing more", []ModelShare{{a, 1}}, a, 8 * gib, 0},
+		{"every model fits: all but the start-up's", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, a, 8 * gib, 5*time.Second + 7*time.Second},
+		{"the start-up's takes its room first, the most requested next", []ModelShare{{a, 1}, {b, 3}, {c, 2}}, a, 6 * gib, 5 * time.Second},
+		{"a model too large for what is left is passed over", []ModelShare{{c, 3}, {b, 1}}, a, 5 * gib, 5 * time.Second},
+		{"the start-up's model need not be in the mix", []ModelShare{{b, 1}}, a, 8 * gib, 5 * time.Second},
+		{"a model no request names is not loaded", []ModelShare{{a, 1}, {b, 0}}, a, 8 * gib, 0},
+		{"no room beyond the start-up's: nothing", []ModelShare{{a, 1}, {b, 1}}, a, 2 * gib, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := CacheFillTime(tc.models, tc.room); got != tc.want {
+			if got := CacheFillTime(tc.models, tc.first, tc.room); got != tc.want {
 				t.Errorf("CacheFillTime = %s, want %s", got, tc.want)
 			}
 		})
