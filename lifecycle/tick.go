@@ -491,7 +491,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		}
 	}
 	rep, ok := scheduler.Resize(scheduler.ResizeInput{
-		Now: now, Rate: in.Rate, Backlog: in.Backlog, Policy: in.Policy, Replicas: in.Replicas,
+		Now: now, Rate: in.Rate, Rising: in.Rising, Backlog: in.Backlog, Policy: in.Policy, Replicas: in.Replicas,
 		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
 		// A bursty function's replicas are its next burst's capacity.

@@ -37,6 +37,25 @@ func TestResize(t *testing.T) {
 			}(),
 		},
 		{
+			name: "not below the rate a rise points at: the smoothed rate lags it",
+			// 20 req/s smoothed, 60 within the last tick: 75 needs the 50 % it has.
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.Rising = 60
+				return x
+			}(),
+		},
+		{
+			name: "a rise the smaller slice still serves: resized",
+			// 30 x 1.25 = 37.5 fits the 10 % slice (40 req/s).
+			in: func() ResizeInput {
+				x := in(20, 0, large)
+				x.Rising = 30
+				return x
+			}(),
+			wantOld: []string{"a"}, wantNew: small,
+		},
+		{
 			name: "a replica already right-sized stays",
 			// 40 x 1.25 = 50 needs the 20 % slice it has.
 			in: in(40, 0, mid),
@@ -160,8 +179,8 @@ func TestResize(t *testing.T) {
 					left += sz.capOf(r.Config)
 				}
 			}
-			if left < tt.in.Rate*ResizeMargin {
-				t.Errorf("capacity after the resize %.1f < %.1f", left, tt.in.Rate*ResizeMargin)
+			if want := max(tt.in.Rate, tt.in.Rising) * ResizeMargin; left < want {
+				t.Errorf("capacity after the resize %.1f < %.1f", left, want)
 			}
 		})
 	}
