@@ -25,7 +25,7 @@ type ResizeInput struct {
 	// Rate is the smoothed request rate (req/s); Rising and Backlog as
 	// in AutoscaleInput. No resize is made while a backlog waits.
 	Rate, Rising, Backlog float64
-	Policy        ScalePolicy
+	Policy                ScalePolicy
 	// Replicas are the function's replicas in service, all Ready (the
 	// caller asks only when none is starting or being replaced).
 	Replicas []ReplicaCapacity
