@@ -65,7 +65,8 @@ var familyDraws = []familyDraw{
 	{"family29", 20261230, "ad"}, // after family28 was the blind check of the adds on parked processes: drawn for a parked process that bridges the start (ruled out on the seen runs before any run of this draw), then first run as the blind check of bridges for unplanned rises only (not kept)
 	{"family30", 20261231, "ae"}, // after family29 was the blind check of bridges for unplanned rises only (not kept): first run as the blind check of the flap's hold (kept)
 	{"family31", 20270101, "af"}, // after family30 was the blind check of the flap's hold: first run as the blind check of a scale-up that takes a warm replica back holding nothing from consolidation (kept)
-	{"family32", 20270102, "ag"}, // after family31 was the blind check of warm take-backs holding nothing from consolidation: the blind check of what is tuned next
+	{"family32", 20270102, "ag"}, // after family31 was the blind check of warm take-backs holding nothing from consolidation: first run as the blind check of a resize judged at a rise (kept; no run moved with parking)
+	{"family33", 20270103, "ah"}, // after family32 was the blind check of a resize judged at a rise: the blind check of what is tuned next
 }
 
 // familyDraw is one draw: the suite's name, its seed and the prefix of
