@@ -495,7 +495,7 @@ func (c *Core) resize(fn *function, in scheduler.AutoscaleInput, now time.Time, 
 		Configs: in.Configs, SLO: in.SLO, MemoryPercent: in.MemoryPercent,
 		LastScaleUp: fn.lastUp, LastScaleDown: fn.lastDown, LastResize: fn.lastResize,
 		// A bursty function's replicas are its next burst's capacity.
-		MemoryShort: c.memoryShort(fn) && !in.Bursty, FlapHeld: in.FlapFloor > 0,
+		MemoryShort: c.memoryShort(fn) && !in.Bursty, FlapHeld: in.FlapFloor > 0, CacheFloor: in.CacheFloor,
 		LastRequest: fn.lastRequest, Gaps: fn.gaps, WarmTTL: c.opts.WarmTTL, Resumed: fn.resumed,
 	}, c.opts.Autoscale)
 	if !ok {

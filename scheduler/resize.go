@@ -52,6 +52,9 @@ type ResizeInput struct {
 	// still carries the gap's decay for a few half-lives, below the load
 	// that came back, and a resize to it meets that load too small.
 	Resumed time.Time
+	// CacheFloor as in AutoscaleInput: a merge leaves no fewer replicas
+	// in service than a scale-down may.
+	CacheFloor int
 	// FlapHeld: a harmful flap holds the pool (FlapGuard). A smaller
 	// slice or a merge is a scale-down judged on the same rate, and is
 	// not made while it holds.
@@ -131,7 +134,7 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 	for k := 2; k <= len(bySize); k++ {
 		sets = append(sets, bySize[:k])
 	}
-	floor := max(in.Policy.Min, 1)
+	floor := max(in.Policy.Min, 1, in.CacheFloor)
 	var best Replacement
 	bestSaving := 0.0
 	for _, set := range sets {

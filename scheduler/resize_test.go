@@ -85,6 +85,16 @@ func TestResize(t *testing.T) {
 			}(),
 		},
 		{
+			name: "a multi-model function's cache floor forbids a merge",
+			// The two it would merge hold the mix's models between them,
+			// and one new replica would start with one of them.
+			in: func() ResizeInput {
+				x := in(60, 15, small, small, small)
+				x.CacheFloor = 3
+				return x
+			}(),
+		},
+		{
 			name: "within the cool-down of a scale-up",
 			in: func() ResizeInput {
 				x := in(20, 0, large)
