@@ -40,7 +40,8 @@ var zooDraws = []familyDraw{
 	{"zoo9", 20270209, "zi"},  // after zoo8 was the blind check of warm take-backs holding nothing from consolidation: first run as the blind check of a periodic bursty function's model caches yielding between its bursts (kept)
 	{"zoo10", 20270210, "zj"}, // after zoo9 was the blind check of model caches yielding between bursts: first run as the blind check of a multi-model burst after a yield planned at its peak (kept; no run moved)
 	{"zoo11", 20270211, "zk"}, // after zoo10 was the blind check of a multi-model burst planned at its peak after a yield: first run as the blind check of a resize judged at a rise (kept; no run moved with parking)
-	{"zoo12", 20270212, "zl"}, // after zoo11 was the blind check of a resize judged at a rise: the blind check of what is tuned next
+	{"zoo12", 20270212, "zl"}, // after zoo11 was the blind check of a resize judged at a rise: first run as the blind check of a merge kept at the cache floor (kept; no run moved)
+	{"zoo13", 20270213, "zm"}, // after zoo12 was the blind check of a merge kept at the cache floor: the blind check of what is tuned next
 }
 
 // zooCount is how many workloads a zoo draw holds.
