@@ -51,12 +51,18 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 	for _, ir := range c.cache.Idle("") {
 		warmSince[ir.ID] = ir.Since
 	}
+	forPeak := map[string]map[string]bool{}
+	for _, fn := range c.order {
+		if held := c.warmForPeak(fn, now); held != nil {
+			forPeak[fn.key] = held
+		}
+	}
 	for _, u := range usage {
 		g := scheduler.ConsolidateGPU{UUID: u.Device.UUID, Product: u.Device.Product, MemoryBytes: u.Device.MemoryBytes}
 		for _, id := range slices.Sorted(maps.Keys(u.Replicas)) {
 			b := u.Replicas[id]
 			g.Replicas = append(g.Replicas, scheduler.ConsolidateReplica{ID: id, SMPercent: b.Slice.SMPercent,
-				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, warmSince, now)})
+				MemoryBytes: b.Slice.MemoryBytes, Warm: b.Idle, Fixed: c.fixed(id, warmSince, forPeak, now)})
 		}
 		in.GPUs = append(in.GPUs, g)
 	}
@@ -91,8 +97,10 @@ func (c *Core) consolidate(now time.Time, res *Result) {
 // of a function that parks nothing, down), waiting for room or in a move;
 // a warm one also while just made, while its function has none in
 // service, or while it is a bursty function's model cache (keepsCache)
-// whose bursts' period is not known or whose next burst is due.
-func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) bool {
+// whose bursts' period is not known or whose next burst is due; for a
+// multi-model function, only those of its warm replicas that its last
+// burst's planned peak needs (warmForPeak).
+func (c *Core) fixed(id string, warmSince map[string]time.Time, forPeak map[string]map[string]bool, now time.Time) bool {
 	r := c.replicas[id]
 	if r != nil && r.standby {
 		return false // spare capacity in spare memory: it never holds a GPU in use
@@ -180,7 +188,16 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 			_, due := fn.burst.ExpectedBurst(now, fn.burstLead())
 			cache = !periodic || due
 		}
-		if young || cache || c.serving(fn) == 0 || fn.burst.Learning() {
+		// Held for a burst, a multi-model function's warm replica that
+		// the burst's planned peak does not need is not held: a first
+		// burst's backlog, drained by replicas added for it, leaves more
+		// than its rate needs (zoo11's zk03: 27 GPUs held to its second
+		// burst, which 12 served).
+		learning := fn.burst.Learning()
+		if held, ok := forPeak[fn.key]; ok && !held[id] {
+			young, cache, learning = false, false, false
+		}
+		if young || cache || c.serving(fn) == 0 || learning {
 			return true
 		}
 	}
@@ -190,6 +207,27 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, now time.Time) b
 		}
 	}
 	return false
+}
+
+// warmForPeak is which of a multi-model function's warm replicas a
+// scale-up to its last burst's planned peak would take back
+// (scheduler.Autoscale at that rise, with no backlog), the most
+// efficient first; nil where fn serves one model, has no warm replica or
+// no burst is known. For single-model functions it was a wash (family to
+// family8: -0.28 % GPU-seconds, mean violations 0.165 -> 0.167 %), and
+// their holds are left as they were.
+func (c *Core) warmForPeak(fn *function, now time.Time) map[string]bool {
+	peak, _, ok := fn.burst.PlannedPeak()
+	if !ok || !fn.plan.Autoscaled || fn.mix == nil || len(fn.warm) == 0 {
+		return nil
+	}
+	in := c.autoscaleInput(fn, now, fn.rate.Rate(), max(peak, fn.rate.Rate()))
+	in.Backlog, in.RiseConfirmed = 0, true
+	held := map[string]bool{}
+	for _, id := range scheduler.Autoscale(in, c.opts.Autoscale).Promote {
+		held[id] = true
+	}
+	return held
 }
 
 // yieldFreed stops the warm replicas on each GPU consolidation freed once

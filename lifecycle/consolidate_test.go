@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -606,4 +607,68 @@ func twoReady(t *testing.T) *Core {
 	c.ReplicaReady("f-1", t0)
 	c.ReplicaReady("f-2", t0)
 	return c
+}
+
+// A multi-model function's warm replicas, held for its next burst while
+// its period is not known, are held only as far as that burst's planned
+// peak needs them (warmForPeak): the replicas added to drain the first
+// burst's backlog are more than its rate needs, and held, they kept
+// their GPUs to the second burst (zoo11's zk03: 27 GPUs after its first
+// burst, for a burst that 12 serve). Some of them yield to consolidation
+// after the burst; those its peak needs stay, held.
+func TestWarmHeldForThePlannedPeakOnly(t *testing.T) {
+	for _, backlog := range []float64{300, 400, 500} {
+		t.Run(fmt.Sprintf("backlog growing %.0f a second", backlog), func(t *testing.T) {
+			c := New(inventory(2, 8), nil, Options{Profiles: builtinStore(t)})
+			key := deployZoo(t, c, "resnet50", 200*time.Millisecond, 8<<30, 40, time.Hour)
+			shares := map[string]float64{"resnet50": 0.5, "densenet121": 0.3, "alexnet": 0.2}
+			l := Load{Models: map[string]uint64{}}
+			var now time.Time
+			yielded := 0
+			for s := 1; s <= 160; s++ {
+				now = t0.Add(time.Duration(s) * time.Second)
+				rate := uint64(100)
+				l.Backlog = 0
+				if s > 90 && s <= 105 { // a first burst, its backlog growing while it is served
+					rate = 200
+					l.Backlog = backlog * float64(s-90)
+				}
+				l.Requests += rate
+				for m, sh := range shares {
+					l.Models[m] += uint64(float64(rate) * sh)
+				}
+				l.Loads = l.Requests / 100
+				l.LastRequest = now
+				c.ObserveLoad(key, l)
+				for _, e := range c.Tick(now).Effects {
+					if e.Kind == Stop && strings.HasPrefix(e.Why, "consolidation") {
+						yielded++
+					}
+				}
+				readyAll(c, now)
+			}
+			fn := c.functions[key]
+			if !fn.burst.Learning() {
+				t.Fatal("the burst's period should not be known after one burst")
+			}
+			if yielded == 0 {
+				t.Errorf("no warm replica yielded after a first burst drained by more replicas than its rate needs")
+			}
+			// Those the peak needs are left, and held; a surplus one may be
+			// left too, where its GPU serves others.
+			held := c.warmForPeak(fn, now)
+			if len(held) == 0 {
+				t.Errorf("no warm replica left for the next burst's peak (%d yielded)", yielded)
+			}
+			warmSince := map[string]time.Time{}
+			for _, ir := range c.cache.Idle("") {
+				warmSince[ir.ID] = ir.Since
+			}
+			for id := range held {
+				if !c.fixed(id, warmSince, map[string]map[string]bool{key: held}, now) {
+					t.Errorf("warm %s, held for the peak, not fixed", id)
+				}
+			}
+		})
+	}
 }
