@@ -615,7 +615,8 @@ func twoReady(t *testing.T) *Core {
 // burst's backlog are more than its rate needs, and held, they kept
 // their GPUs to the second burst (zoo11's zk03: 27 GPUs after its first
 // burst, for a burst that 12 serve). Some of them yield to consolidation
-// after the burst; those its peak needs stay, held.
+// after the burst; those its peak needs stay, held; and within the next
+// burst, whose peak is still being counted, every hold stands.
 func TestWarmHeldForThePlannedPeakOnly(t *testing.T) {
 	for _, backlog := range []float64{300, 400, 500} {
 		t.Run(fmt.Sprintf("backlog growing %.0f a second", backlog), func(t *testing.T) {
@@ -668,6 +669,20 @@ func TestWarmHeldForThePlannedPeakOnly(t *testing.T) {
 				if !c.fixed(id, warmSince, map[string]map[string]bool{key: held}, now) {
 					t.Errorf("warm %s, held for the peak, not fixed", id)
 				}
+			}
+			// Once the next burst is under way, its planned peak is still
+			// being counted from its first seconds: every hold stands.
+			// (The rate history alone sees the burst come: ticked, the
+			// core would take the warm replicas back first.)
+			for s := 1; s <= 20 && !fn.burst.InBurst(); s++ {
+				now = now.Add(time.Second)
+				fn.burst.Observe(now, 300)
+			}
+			if !fn.burst.InBurst() {
+				t.Fatal("no second burst seen")
+			}
+			if held := c.warmForPeak(fn, now); held != nil {
+				t.Errorf("within the second burst, held for the peak %v, want every hold standing (nil)", held)
 			}
 		})
 	}

@@ -68,6 +68,11 @@ func (h *RateHistory) ObservePlanned(rate float64) {
 	}
 }
 
+// InBurst reports whether the function is in a burst: its rate rose
+// past burstPeakRatio times its base and has not yet fallen back under
+// burstEndRatio times it.
+func (h *RateHistory) InBurst() bool { return h.inBurst }
+
 // PlannedPeak is the highest rate planned for within the last burst
 // (ObservePlanned), and the onset it was counted from; false before any
 // burst.
