@@ -41,7 +41,8 @@ var zooDraws = []familyDraw{
 	{"zoo10", 20270210, "zj"}, // after zoo9 was the blind check of model caches yielding between bursts: first run as the blind check of a multi-model burst after a yield planned at its peak (kept; no run moved)
 	{"zoo11", 20270211, "zk"}, // after zoo10 was the blind check of a multi-model burst planned at its peak after a yield: first run as the blind check of a resize judged at a rise (kept; no run moved with parking)
 	{"zoo12", 20270212, "zl"}, // after zoo11 was the blind check of a resize judged at a rise: first run as the blind check of a merge kept at the cache floor (kept; no run moved)
-	{"zoo13", 20270213, "zm"}, // after zoo12 was the blind check of a merge kept at the cache floor: the blind check of what is tuned next
+	{"zoo13", 20270213, "zm"}, // after zoo12 was the blind check of a merge kept at the cache floor: first run as the blind check of warm replicas held only for a burst's planned peak (kept, then held wholly within a burst after a seen run)
+	{"zoo14", 20270214, "zn"}, // after zoo13 was the blind check of warm replicas held for a burst's planned peak: the blind check of what is tuned next
 }
 
 // zooCount is how many workloads a zoo draw holds.
