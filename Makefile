@@ -100,7 +100,7 @@ bench-sim: build
 	./$(BIN) simulate -quiet -suite heldout -no-standby -parked 0 -policies faas-gpu -out $(BENCH_OUT)/no-standby $(ARGS)
 	./$(BIN) simulate -quiet -scenario cost -no-standby -parked 0 -policies faas-gpu $(ARGS)
 	@# The family and zoo suites: workloads drawn at random over the held-out family,
-	@# not tuned on (family2 to family31 and the zoo draws not even looked at before their first runs; the last of each, family33 and zoo14, not yet run).
+	@# not tuned on (family2 to family32 and the zoo draws not even looked at before their first runs; the last of each, family33 and zoo14, not yet run).
 	for s in $(DRAWN_SUITES); do \
 		./$(BIN) simulate -quiet -suite $$s -out $(BENCH_OUT) $(ARGS) || exit 1; \
 	done
