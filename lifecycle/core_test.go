@@ -64,6 +64,19 @@ func rnSpec() scheduler.Function {
 	}
 }
 
+// steadyRN deploys rnSpec on gpus GPUs of one node at t0 and runs it
+// steady (perSecond requests a second for seconds); it returns the core,
+// the load it was told and the last tick's time.
+func steadyRN(t *testing.T, store *profiles.Store, gpus int, perSecond uint64, seconds int) (*Core, *Load, time.Time) {
+	t.Helper()
+	c := New(inventory(1, gpus), nil, Options{Profiles: store})
+	if _, err := c.Deploy(rnSpec(), t0); err != nil {
+		t.Fatal(err)
+	}
+	l := &Load{}
+	return c, l, steady(c, rnKey, l, perSecond, seconds)
+}
+
 // tickWith counts n more requests of function key, the last at now, into
 // l, tells c, and ticks it at now.
 func tickWith(c *Core, key string, l *Load, n uint64, now time.Time) Result {

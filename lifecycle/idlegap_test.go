@@ -27,20 +27,15 @@ func TestNoResizeInAnIdleGap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New(inventory(1, 1), nil, Options{Profiles: store})
-			if _, err := c.Deploy(rnSpec(), t0); err != nil {
-				t.Fatal(err)
-			}
-			l := Load{}
-			now := steady(c, rnKey, &l, 300, 60)
+			c, l, now := steadyRN(t, store, 1, 300, 60)
 			resized := false
 			for s := 1; s <= 90; s++ {
 				now = now.Add(time.Second)
 				var res Result
 				if s > tt.off {
-					res = tickWith(c, rnKey, &l, tt.after, now)
+					res = tickWith(c, rnKey, l, tt.after, now)
 				} else {
-					c.ObserveLoad(rnKey, l)
+					c.ObserveLoad(rnKey, *l)
 					res = c.Tick(now)
 				}
 				readyAll(c, now)

@@ -82,12 +82,8 @@ func TestNoResizeWithinARise(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New(inventory(1, 1), nil, Options{Profiles: store})
-			if _, err := c.Deploy(rnSpec(), t0); err != nil {
-				t.Fatal(err)
-			}
-			l := Load{}
-			now := steady(c, rnKey, &l, 300, 60).Add(time.Minute) // past every cool-down
+			c, _, now := steadyRN(t, store, 1, 300, 60)
+			now = now.Add(time.Minute) // past every cool-down
 			fn := c.functions[rnKey]
 			fn.lastRequest = now
 			in := c.autoscaleInput(fn, now, 20, tt.rising)

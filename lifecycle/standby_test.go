@@ -181,12 +181,7 @@ func TestStandbyWithoutRoomIsNoPendingPlacement(t *testing.T) {
 // for a rise seen once that the GPU in use answers no sooner.
 func TestStandbyWithoutItsSMIsNotPromoted(t *testing.T) {
 	store := builtinStore(t)
-	c := New(inventory(1, 2), nil, Options{Profiles: store})
-	if _, err := c.Deploy(rnSpec(), t0); err != nil {
-		t.Fatal(err)
-	}
-	var l Load
-	now := steady(c, rnKey, &l, 20, 20)
+	c, l, now := steadyRN(t, store, 2, 20, 20)
 	v, _ := c.Function(rnKey)
 	if len(v.Warm) != 1 || len(v.Live) != 1 {
 		t.Fatalf("after 20 s: %d in service, %d warm; want one of each (the standby)", len(v.Live), len(v.Warm))
@@ -207,7 +202,7 @@ func TestStandbyWithoutItsSMIsNotPromoted(t *testing.T) {
 	readyAll(c, now)
 	// A 6x step, seen once (the Rise pass).
 	l.Requests += 30
-	c.ObserveLoad(rnKey, l)
+	c.ObserveLoad(rnKey, *l)
 	res := c.Rise(now.Add(250 * time.Millisecond))
 	for _, e := range res.Effects {
 		if e.Kind == Start && e.Replica.Placement != nil && e.Replica.Placement.GPUs[0] != used {
