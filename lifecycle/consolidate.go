@@ -213,9 +213,9 @@ func (c *Core) fixed(id string, warmSince map[string]time.Time, forPeak map[stri
 // scale-up to its last burst's planned peak would take back
 // (scheduler.Autoscale at that rise, with no backlog), the most
 // efficient first; nil where fn serves one model, has no warm replica,
-// no burst is known or one is under way. For single-model functions it was a wash (family to
-// family8: -0.28 % GPU-seconds, mean violations 0.165 -> 0.167 %), and
-// their holds are left as they were.
+// no burst is known or one is under way. For single-model functions it
+// was a wash (family to family8: -0.28 % GPU-seconds, mean violations
+// 0.165 -> 0.167 %), and their holds are left as they were.
 func (c *Core) warmForPeak(fn *function, now time.Time) map[string]bool {
 	peak, _, ok := fn.burst.PlannedPeak()
 	// Within a burst its planned peak is still being counted, from the
