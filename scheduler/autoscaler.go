@@ -324,7 +324,7 @@ func Autoscale(in AutoscaleInput, opts AutoscaleOptions) Decision {
 		d := Decision{}
 		left := n
 		for _, r := range byEff {
-			if left <= max(floor, in.CacheFloor, in.FlapFloor) {
+			if left <= fewestLeft(in.Policy, in.CacheFloor, in.FlapFloor) {
 				break
 			}
 			if rest := without(live, r.Config); sz.serves(rest, demand+downMargin(in)*opts.Headroom) {
@@ -402,6 +402,15 @@ func downMargin(in AutoscaleInput) float64 {
 		return 0
 	}
 	return max(in.RateError, 0)
+}
+
+// fewestLeft is how few replicas in service a step down (a scale-down,
+// or a resize's merge: Resize) may leave: the scale minimum, at least one,
+// a multi-model function's cache floor and a harmful flap's floor. Both
+// read it here: the merge once had only the minimum, and took zi13 below
+// its cache floor (docs/scheduling.md §4a).
+func fewestLeft(p ScalePolicy, cacheFloor, flapFloor int) int {
+	return max(p.Min, 1, cacheFloor, flapFloor)
 }
 
 // firmRate is the rate a scale-up may open a GPU for: a rise seen on two

@@ -134,7 +134,7 @@ func Resize(in ResizeInput, opts AutoscaleOptions) (Replacement, bool) {
 	for k := 2; k <= len(bySize); k++ {
 		sets = append(sets, bySize[:k])
 	}
-	floor := max(in.Policy.Min, 1, in.CacheFloor)
+	floor := fewestLeft(in.Policy, in.CacheFloor, 0) // a flap's hold stops every resize above
 	var best Replacement
 	bestSaving := 0.0
 	for _, set := range sets {
